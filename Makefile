@@ -1,0 +1,38 @@
+# One-command setup and entry points. Every target builds .venv on first use (idempotently).
+PYTHON ?= python3
+VENV   ?= .venv
+PY     := $(VENV)/bin/python
+STAMP  := $(VENV)/.installed
+# A GPU machine takes PyTorch's default (CUDA) build; a CPU machine takes the CPU build 2.13.0,
+# never a multi-GB CUDA download.
+HAS_GPU := $(shell command -v nvidia-smi >/dev/null 2>&1 && echo 1)
+
+.PHONY: demo test test-all lint venv clean
+
+venv: $(STAMP)
+
+$(STAMP): pyproject.toml
+	test -x $(PY) || $(PYTHON) -m venv $(VENV)
+ifeq ($(HAS_GPU),1)
+	$(PY) -m pip install -q torch
+else
+	$(PY) -m pip install -q "torch==2.13.0+cpu" 2>/dev/null \
+	  || $(PY) -m pip install -q --index-url https://download.pytorch.org/whl/cpu "torch==2.13.0"
+endif
+	$(PY) -m pip install -q "triton==3.7.1" -e ".[dev]"
+	touch $(STAMP)
+
+demo: venv
+	$(VENV)/bin/drtriton synth --level 2 --num 8 --scale small --seed 0 --out runs/demo/programs.jsonl
+
+test: venv
+	$(PY) -m pytest -q
+
+test-all: venv
+	$(PY) -m pytest -q -m "slow or not slow"
+
+lint: venv
+	$(VENV)/bin/ruff check src tests benchmarks
+
+clean:
+	rm -rf $(VENV) runs

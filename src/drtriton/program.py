@@ -1,0 +1,58 @@
+"""KernelBench-format programs: load one from source text and run it.
+
+A program is Python source that defines ``class Model(nn.Module)``, ``get_inputs()`` and
+``get_init_inputs()``; a candidate defines ``ModelNew`` with the same constructor. This module only
+loads *trusted* sources (the project's own references); untrusted candidates run only inside the
+judge's sandbox (``drtriton.judge``).
+"""
+
+from __future__ import annotations
+
+import types
+from collections.abc import Sequence
+
+import torch
+
+REQUIRED_NAMES = ("Model", "get_inputs", "get_init_inputs")
+
+
+class ProgramError(ValueError):
+    """The source is not a valid KernelBench-format program."""
+
+
+def load_program(source: str, name: str = "program") -> types.ModuleType:
+    """Execute trusted program source in a fresh module and check its KernelBench names."""
+    module = types.ModuleType(name)
+    module.__file__ = f"<{name}>"
+    try:
+        code = compile(source, f"<{name}>", "exec")
+        exec(code, module.__dict__)
+    except Exception as exc:  # report any failure as a program error, with its cause
+        raise ProgramError(f"{name}: cannot execute source: {type(exc).__name__}: {exc}") from exc
+    missing = [n for n in REQUIRED_NAMES if n not in module.__dict__]
+    if missing:
+        raise ProgramError(f"{name}: missing {', '.join(missing)} (KernelBench format)")
+    return module
+
+
+def as_output_tuple(output: object) -> tuple[torch.Tensor, ...]:
+    """Normalise a forward() result to a tuple of tensors."""
+    if isinstance(output, torch.Tensor):
+        return (output,)
+    if isinstance(output, Sequence) and all(isinstance(t, torch.Tensor) for t in output):
+        return tuple(output)
+    raise ProgramError(f"forward() must return a tensor or a tuple of tensors, got {type(output)}")
+
+
+def run_program(
+    module: types.ModuleType, seed: int, device: torch.device | str = "cpu"
+) -> tuple[list[torch.Tensor], tuple[torch.Tensor, ...]]:
+    """Build ``Model`` and inputs under ``seed`` (as KernelBench does) and run it once."""
+    torch.manual_seed(seed)
+    init_inputs = module.get_init_inputs()
+    model = module.Model(*init_inputs).to(device)
+    torch.manual_seed(seed + 1)
+    inputs = [x.to(device) if isinstance(x, torch.Tensor) else x for x in module.get_inputs()]
+    with torch.no_grad():
+        outputs = as_output_tuple(model(*inputs))
+    return inputs, outputs
