@@ -1,0 +1,26 @@
+"""The judge: sandboxed, hack-resistant verification and timing of candidate Triton programs.
+
+    from drtriton.judge import JudgeConfig, verify
+    verdict = verify(reference_source, candidate_source, JudgeConfig(device="cpu"))
+    print(verdict.status, verdict.reason)
+
+See docs/judge.md for what is checked, the presets and modes, and the adversarial suite.
+"""
+
+from drtriton.judge.config import PRESETS, TOLERANCES, JudgeConfig
+from drtriton.judge.core import InvalidReferenceError, compare_outputs
+from drtriton.judge.pool import JudgePool, verify, verify_many
+from drtriton.judge.verdict import STATUSES, Verdict
+
+__all__ = [
+    "PRESETS",
+    "STATUSES",
+    "TOLERANCES",
+    "InvalidReferenceError",
+    "JudgeConfig",
+    "JudgePool",
+    "Verdict",
+    "compare_outputs",
+    "verify",
+    "verify_many",
+]

@@ -1,0 +1,111 @@
+"""Judge configuration: presets, precision modes and the tolerance table.
+
+``JudgeConfig`` is what every judge call takes. A *preset* picks the tolerance table and the
+precision rule; a *mode* says whether PyTorch compute is allowed inside ``forward``
+(``strict``: none; ``hybrid``: the ops named in ``hybrid_allow``).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import torch
+
+PRESETS = ("kernelbench-v0.1", "kernelbench", "hardened")
+MODES = ("strict", "hybrid")
+
+# Tolerance table: preset -> dtype name -> (atol, rtol). Low-precision dtypes keep KernelBench's
+# looser values because their rounding alone exceeds the fp32 ones.
+TOLERANCES: dict[str, dict[str, tuple[float, float]]] = {
+    "kernelbench-v0.1": {"float32": (1e-2, 1e-2), "float16": (1e-2, 1e-2), "bfloat16": (1e-2, 1e-2)},
+    "kernelbench": {"float32": (1e-4, 1e-4), "float16": (1e-2, 1e-2), "bfloat16": (1e-2, 1e-2)},
+    "hardened": {"float32": (1e-2, 1e-2), "float16": (1e-2, 1e-2), "bfloat16": (1e-2, 1e-2)},
+}
+# Integer / bool outputs must match exactly; float64 uses the tightest preset value.
+EXACT_DTYPES = ("int8", "int16", "int32", "int64", "uint8", "bool")
+
+# Whether each preset allows TF32 tensor-core dots on fp32 inputs. Where it does not, compiled
+# kernels that use TF32 are rejected on CUDA; where it does, the baselines also run with TF32.
+PRESET_ALLOWS_TF32 = {"kernelbench-v0.1": True, "kernelbench": False, "hardened": False}
+
+# Vendor-library ops a hybrid candidate may call from forward (aten overload-packet names).
+DEFAULT_HYBRID_ALLOW = (
+    "convolution",
+    "_convolution",
+    "conv1d",
+    "conv2d",
+    "conv3d",
+    "cudnn_convolution",
+    "convolution_overrideable",
+    "mkldnn_convolution",
+    "conv_transpose1d",
+    "conv_transpose2d",
+    "conv_transpose3d",
+    "mm",
+    "bmm",
+    "addmm",
+    "baddbmm",
+    "matmul",
+    "linear",
+)
+
+
+@dataclass(frozen=True)
+class JudgeConfig:
+    """Everything that decides a verdict. Results record preset, mode and precision."""
+
+    preset: str = "hardened"
+    mode: str = "strict"
+    hybrid_allow: tuple[str, ...] = DEFAULT_HYBRID_ALLOW
+    device: str = "auto"  # auto | cpu | cuda | cuda:N
+    timeout_s: float = 120.0
+    trials: int = 5
+    seed: int | None = None  # None: a fresh random seed per verification (cannot be precomputed)
+    memory_limit_gb: float = 8.0
+    tf32: bool | None = None  # None: the preset's rule (PRESET_ALLOWS_TF32)
+    output_cap_bytes: int = 64 * 1024
+    # Timing (CUDA only).
+    warmup: int = 10
+    repetitions: int = 100
+    l2_flush_mb: int = 256
+    input_sets: int = 3  # inputs rotate over this many sets while timing
+    time_compile: bool = True
+    suspicious_speedup: float = 10.0
+    static_checks: bool = True
+    extra: dict[str, str] = field(default_factory=dict, hash=False, compare=False)
+
+    def __post_init__(self) -> None:
+        if self.preset not in PRESETS:
+            raise ValueError(f"unknown preset {self.preset!r}; choose from {', '.join(PRESETS)}")
+        if self.mode not in MODES:
+            raise ValueError(f"unknown mode {self.mode!r}; choose from {', '.join(MODES)}")
+        if self.trials < 2:
+            raise ValueError("trials must be >= 2 (one must run after the candidate already ran)")
+        if self.timeout_s <= 0:
+            raise ValueError("timeout_s must be positive")
+        if not (self.device in ("auto", "cpu", "cuda") or self.device.startswith("cuda:")):
+            raise ValueError(f"unknown device {self.device!r}; use auto, cpu, cuda or cuda:N")
+
+    @property
+    def allows_tf32(self) -> bool:
+        return PRESET_ALLOWS_TF32[self.preset] if self.tf32 is None else self.tf32
+
+    @property
+    def precision(self) -> str:
+        return "tf32" if self.allows_tf32 else "fp32"
+
+    def resolved_device(self) -> str:
+        """``auto`` becomes ``cuda`` when a GPU is visible, else ``cpu``."""
+        if self.device == "auto":
+            return "cuda" if torch.cuda.is_available() else "cpu"
+        return self.device
+
+    def tolerance(self, dtype: torch.dtype) -> tuple[float, float]:
+        """(atol, rtol) for an output dtype; (0, 0) for exact dtypes."""
+        name = str(dtype).removeprefix("torch.")
+        if name in EXACT_DTYPES:
+            return (0.0, 0.0)
+        table = TOLERANCES[self.preset]
+        if name == "float64":
+            return min(table.values())
+        return table.get(name, table["float32"])

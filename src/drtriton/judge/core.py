@@ -1,0 +1,418 @@
+"""Judge one (reference, candidate) pair in a sandbox slot.
+
+The trusted side of the judge. The reference is loaded *here*, in the judge's process: its inputs,
+parameters and outputs are produced here and its outputs never leave this process. The candidate
+runs in a fresh sandboxed child (``worker.py``) on copies of the inputs and sends back only its
+outputs, the inputs as it left them and its run-time report; everything is compared here.
+
+Order of decisions: static checks -> candidate child (faults, run-time strictness report) ->
+outputs (types, shapes, inputs unchanged, NaN/Inf pattern, tolerance) -> on CUDA, timing of the
+candidate and of the reference (eager and ``torch.compile``) in fresh children on the same inputs,
+with the candidate's outputs re-verified after timing.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import secrets
+import shutil
+import signal
+import tempfile
+import threading
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import torch
+
+from drtriton.judge.config import JudgeConfig
+from drtriton.judge.sandbox import JobResult, Sandbox
+from drtriton.judge.static import check_source
+from drtriton.judge.verdict import Verdict
+from drtriton.program import ProgramError, as_output_tuple, load_program
+
+
+class InvalidReferenceError(ProgramError):
+    """The reference program loads but cannot be run (bad inputs, forward fails, ...)."""
+
+
+@dataclass(frozen=True)
+class Reference:
+    """A reference run on fixed seeds: CPU copies of init args, inputs and outputs."""
+
+    source: str
+    model_seed: int
+    init_inputs: list
+    inputs: list[list]
+    outputs: list[tuple[torch.Tensor, ...]]
+
+
+@dataclass(frozen=True)
+class Slot:
+    """What a judge call needs from its pool: a sandbox, its devices and a lock for the RNG."""
+
+    sandbox: Sandbox
+    judge_device: str  # where the reference runs in this process (e.g. cuda:1)
+    child_device: str  # the same GPU as the child sees it (e.g. cuda)
+    rng_lock: threading.Lock
+    environment: dict
+
+
+# ---- reference -------------------------------------------------------------------------
+@contextlib.contextmanager
+def precision(allow_tf32: bool) -> Iterator[None]:
+    """Set the TF32 flags for baselines and reference runs; restore them afterwards."""
+    saved = (torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32)
+    torch.backends.cuda.matmul.allow_tf32 = allow_tf32
+    torch.backends.cudnn.allow_tf32 = allow_tf32
+    try:
+        yield
+    finally:
+        torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32 = saved
+
+
+def run_reference(
+    source: str, config: JudgeConfig, device: str, seeds: list[int], model_seed: int
+) -> Reference:
+    """Build ``Model`` under ``model_seed`` and run it on inputs made under each of ``seeds``."""
+    module = load_program(source, "reference")
+    try:
+        torch.manual_seed(model_seed)
+        init = list(module.get_init_inputs())
+        torch.manual_seed(model_seed)
+        model = module.Model(*init).to(device)
+        inputs, outputs = [], []
+        with torch.no_grad(), precision(config.allows_tf32):
+            for seed in seeds:
+                torch.manual_seed(seed)
+                xs = [_cpu(x) for x in module.get_inputs()]
+                out = as_output_tuple(model(*[_to(x, device) for x in xs]))
+                inputs.append(xs)
+                outputs.append(tuple(t.detach().to("cpu", copy=True) for t in out))
+    except ProgramError:
+        raise
+    except Exception as exc:
+        raise InvalidReferenceError(f"reference: {type(exc).__name__}: {exc}") from exc
+    return Reference(source, model_seed, [_cpu(x) for x in init], inputs, outputs)
+
+
+def _cpu(x: object) -> object:
+    return x.detach().to("cpu", copy=True) if isinstance(x, torch.Tensor) else x
+
+
+def _to(x: object, device: str) -> object:
+    return x.to(device) if isinstance(x, torch.Tensor) else x
+
+
+# ---- comparison --------------------------------------------------------------------------
+@dataclass(frozen=True)
+class Comparison:
+    ok: bool
+    reason: str
+    max_abs_err: float
+    max_rel_err: float
+
+
+def compare_outputs(
+    expected: tuple[torch.Tensor, ...], actual: list, config: JudgeConfig
+) -> Comparison:
+    """Shapes, dtypes, the NaN/Inf pattern, then ``|a - e| <= atol + rtol * |e|`` elementwise.
+
+    Relative error is reported as ``|a - e| / max(|e|, 1e-6)``.
+    """
+    if len(actual) != len(expected):
+        return Comparison(False, f"{len(actual)} outputs, expected {len(expected)}", 0.0, 0.0)
+    max_abs = max_rel = 0.0
+    for i, (e, a) in enumerate(zip(expected, actual, strict=True)):
+        if type(a) is not torch.Tensor:
+            return Comparison(False, f"output {i} is {type(a).__name__}", max_abs, max_rel)
+        if a.shape != e.shape or a.dtype != e.dtype:
+            why = f"output {i}: {a.dtype}{list(a.shape)}, expected {e.dtype}{list(e.shape)}"
+            return Comparison(False, why, max_abs, max_rel)
+        atol, rtol = config.tolerance(e.dtype)
+        if not e.is_floating_point():
+            if not torch.equal(a, e):
+                return Comparison(False, f"output {i}: values differ (exact dtype)", max_abs, max_rel)
+            continue
+        e64, a64 = e.double(), a.double()
+        if not torch.equal(e64.isnan(), a64.isnan()):
+            return Comparison(False, f"output {i}: NaN pattern differs", max_abs, max_rel)
+        inf = e64.isinf() | a64.isinf()
+        if not torch.equal(e64[inf], a64[inf]):
+            return Comparison(False, f"output {i}: Inf pattern differs", max_abs, max_rel)
+        finite = ~(inf | e64.isnan())
+        diff = (a64 - e64)[finite].abs()
+        ref = e64[finite].abs()
+        if diff.numel():
+            max_abs = max(max_abs, diff.max().item())
+            max_rel = max(max_rel, (diff / ref.clamp_min(1e-6)).max().item())
+            if not bool((diff <= atol + rtol * ref).all()):
+                why = f"output {i}: max_abs_err {diff.max().item():.3g} > tolerance ({atol:g}, {rtol:g})"
+                return Comparison(False, why, max_abs, max_rel)
+    return Comparison(True, "", max_abs, max_rel)
+
+
+def _inputs_unchanged(before: list, after: list) -> bool:
+    for b, a in zip(before, after, strict=True):
+        if isinstance(b, torch.Tensor):
+            if type(a) is not torch.Tensor or a.shape != b.shape or a.dtype != b.dtype:
+                return False
+            if not torch.equal(a.nan_to_num(), b.nan_to_num()) or not torch.equal(
+                a.isnan(), b.isnan()
+            ):
+                return False
+    return True
+
+
+# ---- jobs ----------------------------------------------------------------------------------
+def _write_job(job_dir: Path, job: dict, inputs: list[list], init: list, files: dict) -> None:
+    job_dir.mkdir(parents=True)
+    (job_dir / "job.json").write_text(json.dumps(job))
+    torch.save(inputs, job_dir / "inputs.pt")
+    torch.save(init, job_dir / "init.pt")
+    for name, text in files.items():
+        (job_dir / name).write_text(text)
+
+
+def _job_spec(kind: str, config: JudgeConfig, slot: Slot, ref: Reference) -> dict:
+    return {
+        "kind": kind,
+        "device": slot.child_device,
+        "model_seed": ref.model_seed,
+        "allow_tf32": config.allows_tf32,
+        "check_tf32": not config.allows_tf32 and slot.child_device != "cpu",
+        "hybrid_allow": list(config.hybrid_allow) if config.mode == "hybrid" else [],
+        "warmup": config.warmup,
+        "repetitions": config.repetitions,
+        "l2_flush_mb": config.l2_flush_mb,
+        "time_compile": config.time_compile,
+        "cpu_threads": 1,
+    }
+
+
+def _fault_verdict(result: JobResult, config: JudgeConfig) -> tuple[str, str] | None:
+    """A verdict from how the child ended, when it did not end normally."""
+    if result.timed_out:
+        return "timeout", f"exceeded the {config.timeout_s:g} s wall-clock limit"
+    if result.memory_killed:
+        return "crashed", f"memory limit exceeded ({config.memory_limit_gb:g} GiB RSS)"
+    if result.server_lost:
+        return "crashed", "the candidate killed its sandbox server"
+    if result.signal is not None:
+        name = signal.Signals(result.signal).name if result.signal in signal.valid_signals() else ""
+        return "crashed", f"killed by signal {result.signal} {name}".strip()
+    if result.exit_code not in (0, None):
+        return "crashed", f"process exited with code {result.exit_code} before reporting"
+    return None
+
+
+def _read_report(job_dir: Path) -> dict | None:
+    try:
+        return json.loads((job_dir / "report.json").read_text())
+    except (OSError, ValueError):
+        return None
+
+
+def _load_outputs(job_dir: Path) -> dict | None:
+    try:
+        return torch.load(job_dir / "outputs.pt", weights_only=True)
+    except Exception:  # missing or forged file: the caller rejects
+        return None
+
+
+def _strictness_problem(report: dict, config: JudgeConfig, trials: int) -> str | None:
+    """Why the run-time report rules the candidate out, or None."""
+    per_trial = report.get("launches_per_trial")
+    if not isinstance(per_trial, list) or len(per_trial) != trials:
+        return "incomplete run-time report (launch monitor missing or tampered with)"
+    if report.get("tampered"):
+        return "run-time monitor tampered with: " + "; ".join(report["tampered"])
+    if min(per_trial) < 1:
+        return "no Triton kernel launched inside forward"
+    forbidden = report.get("forbidden_ops") or {}
+    if forbidden:
+        ops = ", ".join(f"aten.{k} x{v}" for k, v in sorted(forbidden.items()))
+        where = "strict mode" if config.mode == "strict" else "hybrid allow-list"
+        return f"PyTorch compute in forward outside Triton ({where}): {ops}"
+    escapes = report.get("host_escapes") or {}
+    if escapes:
+        return "host computation escape in forward: " + ", ".join(f"Tensor.{k}" for k in escapes)
+    if report.get("tf32_kernels"):
+        names = ", ".join(report["tf32_kernels"])
+        return f"kernel uses TF32 tensor cores but preset {config.preset} requires fp32: {names}"
+    return None
+
+
+def judge_pair(
+    reference_source: str, candidate_source: str, config: JudgeConfig, slot: Slot
+) -> Verdict:
+    """The whole judgement of one pair on one slot. Raises only for an invalid reference."""
+    t0 = time.monotonic()
+    env = dict(slot.environment)
+    seed = config.seed if config.seed is not None else secrets.randbits(31)
+    seeds = [seed + 1 + k for k in range(config.trials)]
+    with slot.rng_lock:  # torch's global RNG: one reference at a time in this process
+        ref = run_reference(reference_source, config, slot.judge_device, seeds, seed)
+
+    def verdict(status: str, reason: str = "", **fields) -> Verdict:
+        return Verdict(status, reason, environment=env, wall_s=time.monotonic() - t0, **fields)
+
+    if config.static_checks:
+        finding = check_source(candidate_source, config.mode)
+        if finding:
+            return verdict(finding.status, finding.reason)
+    work = Path(tempfile.mkdtemp(prefix="cand-", dir=slot.sandbox.scratch))
+    try:
+        return _judge_in(work, ref, candidate_source, config, slot, verdict)
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+
+
+def _judge_in(work: Path, ref: Reference, candidate: str, config, slot: Slot, verdict) -> Verdict:
+    cache = str(work / "triton-cache")
+    job_dir = work / "trials"
+    spec = _job_spec("candidate", config, slot, ref)
+    _write_job(job_dir, spec, ref.inputs, ref.init_inputs, {"candidate.py": candidate})
+    result = slot.sandbox.run(str(job_dir), config.timeout_s, cache)
+    tail = result.output[-4000:]
+    fault = _fault_verdict(result, config)
+    report = _read_report(job_dir)
+    if fault:
+        return verdict(*fault, stdout_tail=tail)
+    if report is None:
+        return verdict("crashed", "the candidate process ended without a report", stdout_tail=tail)
+    if report.get("status") != "ok":
+        return verdict(report["status"], report.get("reason", ""), stdout_tail=tail)
+    problem = _strictness_problem(report, config, len(ref.inputs))
+    launches = sum(report.get("launches_per_trial") or [0])
+    if problem:
+        return verdict("rejected", problem, stdout_tail=tail, triton_launches=launches)
+    data = _load_outputs(job_dir)
+    if not data or len(data.get("outputs", [])) != len(ref.inputs) or len(data.get("inputs_after", [])) != len(ref.inputs):
+        return verdict("rejected", "outputs missing or unreadable", stdout_tail=tail)
+    worst = Comparison(True, "", 0.0, 0.0)
+    for k, (expected, actual) in enumerate(zip(ref.outputs, data["outputs"], strict=True)):
+        if not _inputs_unchanged(ref.inputs[k], data["inputs_after"][k]):
+            return verdict("rejected", f"trial {k}: forward mutated its inputs", stdout_tail=tail)
+        cmp = compare_outputs(expected, actual, config)
+        worst = Comparison(cmp.ok, cmp.reason, max(worst.max_abs_err, cmp.max_abs_err),
+                           max(worst.max_rel_err, cmp.max_rel_err))
+        if not cmp.ok:
+            return verdict("incorrect", f"trial {k}: {cmp.reason}", max_abs_err=worst.max_abs_err,
+                           max_rel_err=worst.max_rel_err, stdout_tail=tail,
+                           triton_launches=launches, trials=k + 1)
+    common = dict(max_abs_err=worst.max_abs_err, max_rel_err=worst.max_rel_err,
+                  stdout_tail=tail, triton_launches=launches, trials=len(ref.inputs))
+    if slot.child_device == "cpu":
+        return verdict("correct", "timing unavailable on CPU (Triton interpreter)", **common)
+    return _time_on_cuda(work, ref, candidate, config, slot, verdict, common, cache)
+
+
+# ---- timing --------------------------------------------------------------------------------
+def _time_on_cuda(work, ref, candidate, config, slot, verdict, common, cache) -> Verdict:
+    seed = ref.model_seed + 1000
+    seeds = [seed + k for k in range(config.input_sets)]
+    with slot.rng_lock:
+        tref = run_reference(ref.source, config, slot.judge_device, seeds, ref.model_seed)
+    cand_dir, ref_dir = work / "time-candidate", work / "time-reference"
+    spec = _job_spec("candidate_timing", config, slot, ref)
+    _write_job(cand_dir, spec, tref.inputs, ref.init_inputs, {"candidate.py": candidate})
+    result = slot.sandbox.run(str(cand_dir), config.timeout_s, cache)
+    fault = _fault_verdict(result, config)
+    if fault:
+        return verdict(fault[0], "while timed: " + fault[1], **common)
+    report = _read_report(cand_dir) or {"status": "crashed", "reason": "no timing report"}
+    if report.get("status") != "ok":
+        return verdict(report["status"], "while timed: " + report.get("reason", ""), **common)
+    data = _load_outputs(cand_dir)
+    if not data or len(data.get("outputs", [])) != len(tref.outputs):
+        return verdict("rejected", "outputs after timing missing", **common)
+    for expected, actual in zip(tref.outputs, data["outputs"], strict=True):
+        cmp = compare_outputs(expected, actual, config)
+        if not cmp.ok:
+            return verdict("incorrect", f"after timing: {cmp.reason}", **common)
+    timing = report["candidate"]
+    # Judge-side sanity: the child cannot have spent more device time than wall time.
+    if timing["total_event_ms"] / 1e3 > result.wall_s:
+        return verdict("rejected", "reported kernel times exceed the wall clock (timer forged)",
+                       **common)
+    spec = _job_spec("reference_timing", config, slot, ref)
+    _write_job(ref_dir, spec, tref.inputs, ref.init_inputs, {"reference.py": ref.source})
+    rresult = slot.sandbox.run(str(ref_dir), max(config.timeout_s, 600.0), str(work / "ref-cache"))
+    rreport = _read_report(ref_dir) or {}
+    eager = (rreport.get("eager") or {}).get("median_ms")
+    compiled = (rreport.get("compile") or {}).get("median_ms")
+    runtime = timing["median_ms"]
+    speedup_eager = eager / runtime if eager and runtime else None
+    speedup_compile = compiled / runtime if compiled and runtime else None
+    limit = config.suspicious_speedup
+    suspicious = any(s is not None and s > limit for s in (speedup_eager, speedup_compile))
+    notes = []
+    if timing.get("escaped_stream"):
+        notes.append("work escaped the timed stream; host wall time used")
+    if rresult.timed_out or rreport.get("status", "ok") != "ok":
+        notes.append("reference timing failed: " + str(rreport.get("reason", "timeout")))
+    if rreport.get("compile_error"):
+        notes.append("torch.compile baseline failed: " + rreport["compile_error"][:200])
+    if suspicious:
+        notes.append(f"speedup above {limit:g}x: inspect")
+    return verdict(
+        "correct",
+        "; ".join(notes),
+        runtime_ms=runtime,
+        runtime_p20_ms=timing["p20_ms"],
+        runtime_p80_ms=timing["p80_ms"],
+        eager_ms=eager,
+        compile_ms=compiled,
+        speedup_eager=speedup_eager,
+        speedup_compile=speedup_compile,
+        suspicious=suspicious,
+        **common,
+    )
+
+
+def environment_record(config: JudgeConfig, device: str) -> dict:
+    """Where results were measured: versions, device, driver, preset, mode, precision."""
+    import platform
+
+    import triton
+
+    record = {
+        "device": device,
+        "device_name": platform.processor() or platform.machine(),
+        "driver": None,
+        "torch": torch.__version__,
+        "triton": triton.__version__,
+        "python": platform.python_version(),
+        "preset": config.preset,
+        "mode": config.mode,
+        "precision": config.precision,
+        "interpreter": device == "cpu",
+        "ptrace_scope": _read_text("/proc/sys/kernel/yama/ptrace_scope"),
+    }
+    if device.startswith("cuda"):
+        record["device_name"] = torch.cuda.get_device_name(torch.device(device))
+        record["driver"] = _nvidia_driver()
+        record["cuda"] = torch.version.cuda
+    return record
+
+
+def _read_text(path: str) -> str | None:
+    with contextlib.suppress(OSError):
+        return Path(path).read_text().strip()
+    return None
+
+
+def _nvidia_driver() -> str | None:
+    import subprocess
+
+    with contextlib.suppress(Exception):
+        out = subprocess.run(
+            ["nvidia-smi", "--query-gpu=driver_version", "--format=csv,noheader"],
+            capture_output=True, text=True, timeout=20, env={"PATH": os.environ.get("PATH", "")},
+        )
+        return out.stdout.strip().splitlines()[0] if out.returncode == 0 else None
+    return None

@@ -1,0 +1,144 @@
+"""Fork server: a warm process that forks one fresh child per job.
+
+Started by ``sandbox.Sandbox`` with a cleaned environment (``TRITON_INTERPRET=1`` on CPU, set
+before triton is imported). It imports torch and triton once, never initialises CUDA, and then
+reads one JSON request per line on stdin: ``{"job_dir": ..., "memory_limit_bytes": ..., ...}``.
+For each it forks a child that
+
+* starts its own session (so the judge can kill its whole process group),
+* gets stdin from /dev/null and stdout/stderr into a pipe the server drains, keeping only the
+  first ``output_cap`` bytes (an output flood cannot fill a disk or block the child),
+* on CPU gets ``RLIMIT_AS`` = current size + the memory limit (on CUDA the judge watches RSS
+  instead, because an address-space limit breaks CUDA initialisation),
+* changes into the job directory and runs ``worker.run_job``, then ``os._exit``.
+
+The server answers ``{"event": "started", "pid": ...}`` and, when the child is gone,
+``{"event": "exit", "code": ..., "signal": ..., "output": ...}``. Child processes never see the
+protocol pipe (fd 1 is replaced before any job code runs).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import resource
+import select
+import signal
+import sys
+import threading
+
+
+def _warm_imports() -> None:
+    import numpy  # noqa: F401
+    import torch  # noqa: F401
+    import triton  # noqa: F401
+    import triton.language  # noqa: F401
+
+    import drtriton.judge.worker  # noqa: F401
+
+    if os.environ.get("TRITON_INTERPRET") == "1":
+        import triton.runtime.interpreter  # noqa: F401
+
+
+def _drain(fd: int, cap: int, done: threading.Event, sink: list[bytes]) -> None:
+    """Read ``fd`` until EOF or ``done``; keep the first ``cap`` bytes, discard the rest."""
+    kept = 0
+    while True:
+        ready, _, _ = select.select([fd], [], [], 0.05)
+        if not ready:
+            if done.is_set():
+                return
+            continue
+        chunk = os.read(fd, 65536)
+        if not chunk:
+            return
+        if kept < cap:
+            sink.append(chunk[: cap - kept])
+            kept += len(sink[-1])
+
+
+def _child(request: dict, write_fd: int, proto_fd: int) -> None:
+    """In the forked child: isolate, then run the job. Never returns."""
+    code = 70
+    try:
+        os.close(proto_fd)  # the child must not be able to speak the protocol
+        os.setsid()
+        devnull = os.open(os.devnull, os.O_RDONLY)
+        os.dup2(devnull, 0)
+        os.dup2(write_fd, 1)
+        os.dup2(write_fd, 2)
+        os.close(write_fd)
+        os.chdir(request["job_dir"])
+        os.environ["HOME"] = request["job_dir"]
+        os.environ["TMPDIR"] = request["job_dir"]
+        os.environ["TRITON_CACHE_DIR"] = request["triton_cache_dir"]
+        if request.get("memory_limit_bytes"):
+            _limit_address_space(request["memory_limit_bytes"])
+        from drtriton.judge.worker import run_job
+
+        code = run_job(request["job_dir"])
+    except BaseException:  # the report (or its absence) tells the judge what happened
+        code = 71
+    finally:
+        try:
+            sys.stdout.flush()
+            sys.stderr.flush()
+        finally:
+            os._exit(code)
+
+
+def _limit_address_space(extra_bytes: int) -> None:
+    with open("/proc/self/statm") as f:
+        current = int(f.read().split()[0]) * os.sysconf("SC_PAGE_SIZE")
+    limit = current + extra_bytes
+    resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
+
+
+def _serve_one(request: dict, proto) -> None:
+    read_fd, write_fd = os.pipe()
+    sys.stdout.flush()
+    sys.stderr.flush()
+    pid = os.fork()
+    if pid == 0:
+        os.close(read_fd)
+        _child(request, write_fd, proto.fileno())
+    os.close(write_fd)
+    proto.write(json.dumps({"event": "started", "pid": pid}) + "\n")
+    proto.flush()
+    done, sink = threading.Event(), []
+    drainer = threading.Thread(target=_drain, args=(read_fd, request["output_cap"], done, sink))
+    drainer.start()
+    _, status = os.waitpid(pid, 0)
+    # Grandchildren the candidate left behind die with its process group.
+    try:
+        os.killpg(pid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+        pass
+    done.set()
+    drainer.join()
+    os.close(read_fd)
+    reply = {
+        "event": "exit",
+        "code": os.WEXITSTATUS(status) if os.WIFEXITED(status) else None,
+        "signal": os.WTERMSIG(status) if os.WIFSIGNALED(status) else None,
+        "output": b"".join(sink).decode("utf-8", "replace"),
+    }
+    proto.write(json.dumps(reply) + "\n")
+    proto.flush()
+
+
+def main() -> None:
+    # Keep the protocol on a private copy of fd 1; stray prints (triton, torch) go to stderr.
+    proto = os.fdopen(os.dup(1), "w")
+    os.dup2(2, 1)
+    _warm_imports()
+    proto.write(json.dumps({"event": "ready", "pid": os.getpid()}) + "\n")
+    proto.flush()
+    for line in sys.stdin:
+        if not line.strip():
+            continue
+        _serve_one(json.loads(line), proto)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,77 @@
+"""The judge's result record (``Verdict``) and the environment it was measured in."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from dataclasses import dataclass, field
+from typing import Any
+
+STATUSES = (
+    "correct",
+    "incorrect",
+    "rejected",
+    "compile_error",
+    "runtime_error",
+    "timeout",
+    "crashed",
+)
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """One judgement of a (reference, candidate) pair. Times are milliseconds."""
+
+    status: str
+    reason: str = ""
+    max_abs_err: float | None = None
+    max_rel_err: float | None = None
+    runtime_ms: float | None = None
+    runtime_p20_ms: float | None = None
+    runtime_p80_ms: float | None = None
+    eager_ms: float | None = None
+    compile_ms: float | None = None
+    speedup_eager: float | None = None
+    speedup_compile: float | None = None
+    suspicious: bool = False
+    triton_launches: int = 0
+    trials: int = 0
+    wall_s: float = 0.0
+    stdout_tail: str = ""
+    environment: dict[str, Any] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        if self.status not in STATUSES:
+            raise ValueError(f"unknown verdict status {self.status!r}")
+
+    @property
+    def ok(self) -> bool:
+        return self.status == "correct"
+
+    def to_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+    def to_json(self) -> str:
+        return json.dumps(self.to_dict(), sort_keys=True)
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> Verdict:
+        names = {f.name for f in dataclasses.fields(cls)}
+        return cls(**{k: v for k, v in data.items() if k in names})
+
+    def summary(self) -> str:
+        """One human line."""
+        parts = [self.status]
+        if self.reason:
+            parts.append(self.reason)
+        if self.max_abs_err is not None:
+            parts.append(f"max_abs_err={self.max_abs_err:.3g} max_rel_err={self.max_rel_err:.3g}")
+        if self.runtime_ms is not None:
+            parts.append(f"runtime={self.runtime_ms:.4f}ms")
+        if self.speedup_eager is not None:
+            parts.append(f"speedup_eager={self.speedup_eager:.2f}x")
+        if self.speedup_compile is not None:
+            parts.append(f"speedup_compile={self.speedup_compile:.2f}x")
+        if self.suspicious:
+            parts.append("SUSPICIOUS")
+        return " | ".join(parts)

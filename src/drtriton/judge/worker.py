@@ -1,0 +1,274 @@
+"""What runs inside one sandboxed child process: a candidate's trials, or a timing job.
+
+The judge writes a job directory (``job.json``, ``inputs.pt``, ``init.pt`` and the program source);
+the fork server (``server.py``) forks a child that calls ``run_job`` there. The child writes
+``report.json`` and, for candidates, ``outputs.pt``; the judge reads them after the child exited.
+The reference's outputs never enter a candidate process: comparison happens in the judge.
+
+Everything this module needs is bound at import time, in the fork server, before any candidate
+code runs, so a candidate that patches ``builtins`` or ``torch`` later cannot swap them.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import statistics
+import threading
+import time
+import traceback
+import types
+from collections.abc import Callable
+
+import torch
+
+from drtriton.judge.monitor import Monitor
+
+_Tensor = torch.Tensor
+_type = type
+_isinstance = isinstance
+_perf_counter = time.perf_counter
+_json_dump = json.dump
+_torch_save = torch.save
+_torch_load = torch.load
+
+
+def run_job(job_dir: str) -> int:
+    """Entry point in the child. Returns the exit code (the report says what happened)."""
+    with open(os.path.join(job_dir, "job.json")) as f:
+        job = json.load(f)
+    report: dict = {"kind": job["kind"], "status": "ok", "reason": ""}
+    try:
+        if job["kind"] == "candidate":
+            _run_candidate(job, job_dir, report)
+        elif job["kind"] == "candidate_timing":
+            _run_candidate_timing(job, job_dir, report)
+        elif job["kind"] == "reference_timing":
+            _run_reference_timing(job, job_dir, report)
+        else:
+            raise ValueError(f"unknown job kind {job['kind']}")
+    except _Failure as failure:
+        report.update(status=failure.status, reason=failure.reason)
+    except SystemExit as exc:
+        report.update(status="crashed", reason=f"candidate called sys.exit({exc.code!r})")
+    except BaseException as exc:  # any other failure of candidate code is a runtime error
+        report.update(_classify_exception(exc, "forward"))
+    _write_report(job_dir, report)
+    return 0
+
+
+class _Failure(Exception):
+    def __init__(self, status: str, reason: str) -> None:
+        super().__init__(reason)
+        self.status = status
+        self.reason = reason
+
+
+def _classify_exception(exc: BaseException, phase: str) -> dict:
+    text = f"{_type(exc).__name__}: {exc}"
+    if _isinstance(exc, MemoryError) or "can't allocate memory" in text or "out of memory" in text:
+        return {"status": "crashed", "reason": f"memory limit exceeded in {phase}: {text[:300]}"}
+    if "CompilationError" in _type(exc).__name__:
+        return {"status": "compile_error", "reason": f"Triton compilation: {text[:500]}"}
+    tail = traceback.format_exc(limit=-3)[-1500:]
+    return {"status": "runtime_error", "reason": f"{phase}: {text[:500]}", "traceback": tail}
+
+
+def _write_report(job_dir: str, report: dict) -> None:
+    with open(os.path.join(job_dir, "report.json"), "w") as f:
+        _json_dump(report, f)
+
+
+# ---- loading ---------------------------------------------------------------------------
+def _setup(job: dict) -> torch.device:
+    device = torch.device(job["device"])
+    if device.type == "cuda":
+        torch.cuda.set_device(device)
+        torch.backends.cuda.matmul.allow_tf32 = job["allow_tf32"]
+        torch.backends.cudnn.allow_tf32 = job["allow_tf32"]
+    else:
+        torch.set_num_threads(job.get("cpu_threads", 1))
+    return device
+
+
+def _load_source(path: str, name: str) -> types.ModuleType:
+    with open(path) as f:
+        source = f.read()
+    module = types.ModuleType(name)
+    module.__file__ = path
+    try:
+        exec(compile(source, path, "exec"), module.__dict__)
+    except SystemExit:
+        raise
+    except BaseException as exc:
+        raise _Failure("compile_error", f"importing {name}: {_type(exc).__name__}: {exc}") from exc
+    return module
+
+
+def _to_device(values: list, device: torch.device) -> list:
+    # Fresh copies: the candidate never touches the tensors the judge loaded.
+    return [v.to(device).clone() if _isinstance(v, _Tensor) else v for v in values]
+
+
+def _build(module: types.ModuleType, cls_name: str, job: dict, device: torch.device):
+    cls = getattr(module, cls_name, None)
+    if cls is None:
+        raise _Failure("compile_error", f"program defines no {cls_name}")
+    init = _torch_load("init.pt", weights_only=True)
+    torch.manual_seed(job["model_seed"])  # same seed as the reference: parameters match
+    try:
+        return cls(*init).to(device)
+    except SystemExit:
+        raise
+    except BaseException as exc:
+        raise _Failure(**_classify_exception(exc, f"{cls_name}.__init__")) from exc
+
+
+def _sync(device: torch.device) -> None:
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+
+
+# ---- output checks ---------------------------------------------------------------------
+def _plain_outputs(out: object, inputs: list, device: torch.device) -> list[torch.Tensor]:
+    """The forward result as plain tensors, or a rejection saying why not."""
+    items = [out] if _isinstance(out, _Tensor) else out
+    if not _isinstance(items, (tuple, list)) or not items:
+        raise _Failure("rejected", f"forward returned {_type(out).__name__}, not tensors")
+    for t in items:
+        if _type(t) is not _Tensor:
+            raise _Failure("rejected", f"forward returned a {_type(t).__name__}, not a plain Tensor")
+        if t.device.type != device.type:
+            raise _Failure("incorrect", f"output on {t.device}, expected {device.type}")
+    spans = [_span(x) for x in inputs if _isinstance(x, _Tensor) and x.numel()]
+    for t in items:
+        if t.numel() and any(_overlaps(_span(t), s) for s in spans):
+            raise _Failure("rejected", "an output aliases an input")
+    return list(items)
+
+
+def _span(t: torch.Tensor) -> tuple[int, int]:
+    storage = t.untyped_storage()
+    return storage.data_ptr(), storage.data_ptr() + storage.nbytes()
+
+
+def _overlaps(a: tuple[int, int], b: tuple[int, int]) -> bool:
+    return a[0] < b[1] and b[0] < a[1]
+
+
+def _host_copy(tensors: list) -> list:
+    return [t.detach().to("cpu", copy=True) if _isinstance(t, _Tensor) else t for t in tensors]
+
+
+# ---- candidate correctness -------------------------------------------------------------
+def _run_candidate(job: dict, job_dir: str, report: dict) -> None:
+    device = _setup(job)
+    monitor = Monitor(tuple(job["hybrid_allow"]), check_tf32=job["check_tf32"])
+    monitor.install()  # before the candidate exists
+    trials = _torch_load("inputs.pt", weights_only=True)
+    module = _load_source("candidate.py", "candidate")
+    model = _build(module, "ModelNew", job, device)
+    threads_before = threading.active_count()
+    outputs, inputs_after, per_trial = [], [], []
+    for trial in trials:
+        xs = _to_device(trial, device)
+        launches_before = monitor.launches
+        with torch.no_grad(), monitor.watch():
+            out = model(*xs)
+            _sync(device)
+        per_trial.append(monitor.launches - launches_before)
+        outputs.append(_host_copy(_plain_outputs(out, xs, device)))
+        inputs_after.append(_host_copy(xs))
+        if threading.active_count() > threads_before:
+            raise _Failure("rejected", "forward left background threads running")
+    report.update(monitor.report(), launches_per_trial=per_trial)
+    _torch_save({"outputs": outputs, "inputs_after": inputs_after}, "outputs.pt")
+
+
+# ---- timing (CUDA) ---------------------------------------------------------------------
+def _time_calls(
+    fn: Callable[[list], object], input_sets: list[list], job: dict, device: torch.device
+) -> dict:
+    """Median/p20/p80 of device-event times, L2 flushed before each call, inputs rotating.
+
+    Each call also gets a host wall time around a device-wide synchronize, which sees work on
+    any stream; when it is far above the event time, work escaped the timed stream and the wall
+    time is what counts.
+    """
+    flush = torch.empty(job["l2_flush_mb"] * 2**20 // 4, dtype=torch.int32, device=device)
+    n = len(input_sets)
+    with torch.no_grad():
+        for i in range(job["warmup"]):
+            fn(input_sets[i % n])
+        torch.cuda.synchronize()
+        events, walls = [], []
+        for i in range(job["repetitions"]):
+            flush.zero_()
+            torch.cuda.synchronize()
+            start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+            t0 = _perf_counter()
+            start.record()
+            fn(input_sets[i % n])
+            end.record()
+            torch.cuda.synchronize()
+            walls.append((_perf_counter() - t0) * 1e3)
+            events.append((start, end))
+    times = sorted(s.elapsed_time(e) for s, e in events)
+    walls.sort()
+    q = statistics.quantiles(times, n=10)
+    event_median, wall_median = statistics.median(times), statistics.median(walls)
+    escaped = wall_median > 2 * event_median + 0.1
+    median = wall_median if escaped else event_median
+    wq = statistics.quantiles(walls, n=10)
+    return {
+        "median_ms": median,
+        "p20_ms": wq[1] if escaped else q[1],
+        "p80_ms": wq[7] if escaped else q[7],
+        "event_median_ms": event_median,
+        "wall_median_ms": wall_median,
+        "escaped_stream": escaped,
+        "total_event_ms": sum(times),
+    }
+
+
+def _timing_inputs(device: torch.device) -> list[list]:
+    sets = _torch_load("inputs.pt", weights_only=True)
+    return [_to_device(s, device) for s in sets]
+
+
+def _run_candidate_timing(job: dict, job_dir: str, report: dict) -> None:
+    device = _setup(job)
+    monitor = Monitor(tuple(job["hybrid_allow"]), check_tf32=False)
+    monitor.install()
+    input_sets = _timing_inputs(device)
+    module = _load_source("candidate.py", "candidate")
+    model = _build(module, "ModelNew", job, device)
+    threads_before = threading.active_count()
+    report["candidate"] = _time_calls(lambda xs: model(*xs), input_sets, job, device)
+    if threading.active_count() > threads_before:
+        raise _Failure("rejected", "forward left background threads running while timed")
+    # Re-verify after timing: fresh copies of every input set, compared by the judge.
+    outputs = []
+    with torch.no_grad():
+        for xs in input_sets:
+            out = model(*[x.clone() if _isinstance(x, _Tensor) else x for x in xs])
+            _sync(device)
+            outputs.append(_host_copy(_plain_outputs(out, xs, device)))
+    _torch_save({"outputs": outputs}, "outputs.pt")
+
+
+def _run_reference_timing(job: dict, job_dir: str, report: dict) -> None:
+    device = _setup(job)
+    input_sets = _timing_inputs(device)
+    module = _load_source("reference.py", "reference")
+    model = _build(module, "Model", job, device)
+    report["eager"] = _time_calls(lambda xs: model(*xs), input_sets, job, device)
+    if job.get("time_compile"):
+        try:
+            import torch._dynamo
+
+            torch._dynamo.config.disable = False  # the sandbox disables it for candidates
+            compiled = torch.compile(model)
+            report["compile"] = _time_calls(lambda xs: compiled(*xs), input_sets, job, device)
+        except Exception as exc:  # a baseline that cannot compile is recorded, not fatal
+            report["compile_error"] = f"{_type(exc).__name__}: {exc}"[:500]
