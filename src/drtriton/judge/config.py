@@ -17,7 +17,11 @@ MODES = ("strict", "hybrid")
 # Tolerance table: preset -> dtype name -> (atol, rtol). Low-precision dtypes keep KernelBench's
 # looser values because their rounding alone exceeds the fp32 ones.
 TOLERANCES: dict[str, dict[str, tuple[float, float]]] = {
-    "kernelbench-v0.1": {"float32": (1e-2, 1e-2), "float16": (1e-2, 1e-2), "bfloat16": (1e-2, 1e-2)},
+    "kernelbench-v0.1": {
+        "float32": (1e-2, 1e-2),
+        "float16": (1e-2, 1e-2),
+        "bfloat16": (1e-2, 1e-2),
+    },
     "kernelbench": {"float32": (1e-4, 1e-4), "float16": (1e-2, 1e-2), "bfloat16": (1e-2, 1e-2)},
     "hardened": {"float32": (1e-2, 1e-2), "float16": (1e-2, 1e-2), "bfloat16": (1e-2, 1e-2)},
 }

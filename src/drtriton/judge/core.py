@@ -135,7 +135,9 @@ def compare_outputs(
         atol, rtol = config.tolerance(e.dtype)
         if not e.is_floating_point():
             if not torch.equal(a, e):
-                return Comparison(False, f"output {i}: values differ (exact dtype)", max_abs, max_rel)
+                return Comparison(
+                    False, f"output {i}: values differ (exact dtype)", max_abs, max_rel
+                )
             continue
         e64, a64 = e.double(), a.double()
         if not torch.equal(e64.isnan(), a64.isnan()):
@@ -291,21 +293,40 @@ def _judge_in(work: Path, ref: Reference, candidate: str, config, slot: Slot, ve
     if problem:
         return verdict("rejected", problem, stdout_tail=tail, triton_launches=launches)
     data = _load_outputs(job_dir)
-    if not data or len(data.get("outputs", [])) != len(ref.inputs) or len(data.get("inputs_after", [])) != len(ref.inputs):
+    if (
+        not data
+        or len(data.get("outputs", [])) != len(ref.inputs)
+        or len(data.get("inputs_after", [])) != len(ref.inputs)
+    ):
         return verdict("rejected", "outputs missing or unreadable", stdout_tail=tail)
     worst = Comparison(True, "", 0.0, 0.0)
     for k, (expected, actual) in enumerate(zip(ref.outputs, data["outputs"], strict=True)):
         if not _inputs_unchanged(ref.inputs[k], data["inputs_after"][k]):
             return verdict("rejected", f"trial {k}: forward mutated its inputs", stdout_tail=tail)
         cmp = compare_outputs(expected, actual, config)
-        worst = Comparison(cmp.ok, cmp.reason, max(worst.max_abs_err, cmp.max_abs_err),
-                           max(worst.max_rel_err, cmp.max_rel_err))
+        worst = Comparison(
+            cmp.ok,
+            cmp.reason,
+            max(worst.max_abs_err, cmp.max_abs_err),
+            max(worst.max_rel_err, cmp.max_rel_err),
+        )
         if not cmp.ok:
-            return verdict("incorrect", f"trial {k}: {cmp.reason}", max_abs_err=worst.max_abs_err,
-                           max_rel_err=worst.max_rel_err, stdout_tail=tail,
-                           triton_launches=launches, trials=k + 1)
-    common = dict(max_abs_err=worst.max_abs_err, max_rel_err=worst.max_rel_err,
-                  stdout_tail=tail, triton_launches=launches, trials=len(ref.inputs))
+            return verdict(
+                "incorrect",
+                f"trial {k}: {cmp.reason}",
+                max_abs_err=worst.max_abs_err,
+                max_rel_err=worst.max_rel_err,
+                stdout_tail=tail,
+                triton_launches=launches,
+                trials=k + 1,
+            )
+    common = dict(
+        max_abs_err=worst.max_abs_err,
+        max_rel_err=worst.max_rel_err,
+        stdout_tail=tail,
+        triton_launches=launches,
+        trials=len(ref.inputs),
+    )
     if slot.child_device == "cpu":
         return verdict("correct", "timing unavailable on CPU (Triton interpreter)", **common)
     return _time_on_cuda(work, ref, candidate, config, slot, verdict, common, cache)
@@ -337,8 +358,9 @@ def _time_on_cuda(work, ref, candidate, config, slot, verdict, common, cache) ->
     timing = report["candidate"]
     # Judge-side sanity: the child cannot have spent more device time than wall time.
     if timing["total_event_ms"] / 1e3 > result.wall_s:
-        return verdict("rejected", "reported kernel times exceed the wall clock (timer forged)",
-                       **common)
+        return verdict(
+            "rejected", "reported kernel times exceed the wall clock (timer forged)", **common
+        )
     spec = _job_spec("reference_timing", config, slot, ref)
     _write_job(ref_dir, spec, tref.inputs, ref.init_inputs, {"reference.py": ref.source})
     rresult = slot.sandbox.run(str(ref_dir), max(config.timeout_s, 600.0), str(work / "ref-cache"))
@@ -412,7 +434,10 @@ def _nvidia_driver() -> str | None:
     with contextlib.suppress(Exception):
         out = subprocess.run(
             ["nvidia-smi", "--query-gpu=driver_version", "--format=csv,noheader"],
-            capture_output=True, text=True, timeout=20, env={"PATH": os.environ.get("PATH", "")},
+            capture_output=True,
+            text=True,
+            timeout=20,
+            env={"PATH": os.environ.get("PATH", "")},
         )
         return out.stdout.strip().splitlines()[0] if out.returncode == 0 else None
     return None

@@ -18,6 +18,7 @@ inconsistent report as a rejection. Outputs are compared in the judge's own proc
 from __future__ import annotations
 
 import contextlib
+import sys
 from collections import Counter
 from collections.abc import Iterator
 
@@ -49,6 +50,7 @@ class Monitor:
         self.hybrid_allow = frozenset(hybrid_allow)
         self.check_tf32 = check_tf32
         self.active = False
+        self.exiting = False
         self.in_launch = 0
         self.launches = 0
         self.forbidden: Counter[str] = Counter()
@@ -72,6 +74,23 @@ class Monitor:
             wrapper = self._wrap(cls.run)
             cls.run = wrapper
             self._wrappers[cls] = wrapper
+        for name in ("_pop_torch_dispatch_stack", "_pop_torch_function_stack"):
+            self._guard_pop(name)
+
+    def _guard_pop(self, name: str) -> None:
+        """Flag a candidate that pops our modes off the stack while forward runs."""
+        original = getattr(torch._C, name)
+        monitor = self
+
+        def guarded(*args, **kwargs):
+            if monitor.active and not monitor.in_launch and not monitor.exiting:
+                monitor.tampered.append(f"{name} called during forward")
+            return original(*args, **kwargs)
+
+        # Rebind it wherever torch imported it by name (e.g. torch.utils._python_dispatch).
+        for module in list(sys.modules.values()):
+            if getattr(module, name, None) is original and module.__name__.startswith("torch"):
+                setattr(module, name, guarded)
 
     def _wrap(self, original):
         monitor = self
@@ -116,12 +135,16 @@ class Monitor:
         self.active = True
         try:
             with function_mode, dispatch_mode:
-                yield
-                # Still ours on top of the stack? A candidate that popped it may have computed.
-                if _get_current_dispatch_mode() is not dispatch_mode:
-                    self.tampered.append("dispatch mode removed during forward")
+                try:
+                    yield
+                    # Still ours on top? A candidate that popped it may have computed unseen.
+                    if _get_current_dispatch_mode() is not dispatch_mode:
+                        self.tampered.append("dispatch mode removed during forward")
+                finally:
+                    self.exiting = True  # our own exits pop the modes legitimately
         finally:
             self.active = False
+            self.exiting = False
         if not self.hooks_intact():
             self.tampered.append("Triton launch hook replaced")
 

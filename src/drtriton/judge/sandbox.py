@@ -37,11 +37,7 @@ class JobResult:
 
 
 def clean_environment(device: str, cuda_index: int | None, scratch: str) -> dict[str, str]:
-    env = {
-        k: v
-        for k, v in os.environ.items()
-        if k in _KEEP_NAMES or k.startswith(_KEEP_PREFIXES)
-    }
+    env = {k: v for k, v in os.environ.items() if k in _KEEP_NAMES or k.startswith(_KEEP_PREFIXES)}
     env.update(
         HOME=scratch,
         TMPDIR=scratch,

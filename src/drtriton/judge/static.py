@@ -37,12 +37,17 @@ def _check_node(node: ast.AST, mode: str) -> str | None:
             if _name(base) in ("Model", "reference.Model"):
                 return f"class {node.name} subclasses the reference Model"
     if isinstance(node, (ast.Import, ast.ImportFrom)):
-        modules = [a.name for a in node.names] if isinstance(node, ast.Import) else [node.module or ""]
+        modules = (
+            [a.name for a in node.names] if isinstance(node, ast.Import) else [node.module or ""]
+        )
         if any("reference" in m.split(".")[-1] for m in modules):
             return "imports the reference program"
     if mode != "strict":
         return None
-    if isinstance(node, ast.Attribute) and _name(node) in ("torch.compile", "torch._dynamo.optimize"):
+    if isinstance(node, ast.Attribute) and _name(node) in (
+        "torch.compile",
+        "torch._dynamo.optimize",
+    ):
         return f"uses {_name(node)}"
     if isinstance(node, ast.Try):
         for handler in node.handlers:

@@ -137,7 +137,9 @@ def _plain_outputs(out: object, inputs: list, device: torch.device) -> list[torc
         raise _Failure("rejected", f"forward returned {_type(out).__name__}, not tensors")
     for t in items:
         if _type(t) is not _Tensor:
-            raise _Failure("rejected", f"forward returned a {_type(t).__name__}, not a plain Tensor")
+            raise _Failure(
+                "rejected", f"forward returned a {_type(t).__name__}, not a plain Tensor"
+            )
         if t.device.type != device.type:
             raise _Failure("incorrect", f"output on {t.device}, expected {device.type}")
     spans = [_span(x) for x in inputs if _isinstance(x, _Tensor) and x.numel()]
@@ -156,6 +158,17 @@ def _overlaps(a: tuple[int, int], b: tuple[int, int]) -> bool:
     return a[0] < b[1] and b[0] < a[1]
 
 
+def _same_layout(a: list, b: list) -> bool:
+    if len(a) != len(b):
+        return False
+    for x, y in zip(a, b, strict=True):
+        if _isinstance(x, _Tensor) != _isinstance(y, _Tensor):
+            return False
+        if _isinstance(x, _Tensor) and (x.shape != y.shape or x.dtype != y.dtype):
+            return False
+    return True
+
+
 def _host_copy(tensors: list) -> list:
     return [t.detach().to("cpu", copy=True) if _isinstance(t, _Tensor) else t for t in tensors]
 
@@ -170,8 +183,21 @@ def _run_candidate(job: dict, job_dir: str, report: dict) -> None:
     model = _build(module, "ModelNew", job, device)
     threads_before = threading.active_count()
     outputs, inputs_after, per_trial = [], [], []
-    for trial in trials:
+    first: list = []
+    for k, trial in enumerate(trials):
         xs = _to_device(trial, device)
+        if k == 0:
+            first = xs
+        elif k == len(trials) - 1 and _same_layout(first, xs):
+            # The last trial reuses trial 0's tensors (same objects, same pointers) refilled
+            # with new values: an answer cached by pointer or identity is now stale.
+            for old, new in zip(first, xs, strict=True):
+                if _isinstance(old, _Tensor):
+                    old.copy_(new)
+            xs = [
+                new if not _isinstance(new, _Tensor) else old
+                for old, new in zip(first, xs, strict=True)
+            ]
         launches_before = monitor.launches
         with torch.no_grad(), monitor.watch():
             out = model(*xs)

@@ -1,0 +1,52 @@
+"""Reads far out of bounds in a kernel (CUDA: illegal memory access; interpreter: segfault)."""
+
+EXPECTED = {"cpu": "crashed", "cuda": "runtime_error"}
+
+import torch
+import torch.nn as nn
+import triton
+import triton.language as tl
+
+
+@triton.jit
+def add_relu_kernel(x_ptr, y_ptr, out_ptr, n, scale, BLOCK: tl.constexpr):
+    pid = tl.program_id(0)
+    offs = pid * BLOCK + tl.arange(0, BLOCK)
+    mask = offs < n
+    x = tl.load(x_ptr + offs, mask=mask)
+    y = tl.load(y_ptr + offs, mask=mask)
+    tl.store(out_ptr + offs, tl.maximum(x + y, 0.0) * scale, mask=mask)
+
+
+@triton.jit
+def noop_kernel(ptr, n, BLOCK: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    tl.store(ptr + offs, tl.zeros([BLOCK], dtype=tl.float32), mask=offs < n)
+
+
+def triton_add_relu(x, y, scale):
+    out = torch.empty_like(x)
+    n = x.numel()
+    add_relu_kernel[(triton.cdiv(n, 256),)](x, y, out, n, scale, BLOCK=256)
+    return out
+
+
+def decoy():
+    buf = torch.empty(16)
+    noop_kernel[(1,)](buf, 16, BLOCK=16)
+
+
+@triton.jit
+def oob_kernel(x_ptr, out_ptr, BLOCK: tl.constexpr):
+    offs = tl.arange(0, BLOCK) - 2_000_000_000
+    tl.store(out_ptr + tl.arange(0, BLOCK), tl.load(x_ptr + offs))
+
+
+class ModelNew(nn.Module):
+    def __init__(self, scale):
+        super().__init__()
+
+    def forward(self, x, y):
+        out = torch.empty_like(x)
+        oob_kernel[(1,)](x, out, BLOCK=16)
+        return out

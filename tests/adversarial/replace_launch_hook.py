@@ -1,0 +1,58 @@
+"""Replaces the Triton launcher run method at import (to fake or hide launches)."""
+
+EXPECTED = "rejected"
+
+import torch
+import torch.nn as nn
+import triton
+import triton.language as tl
+
+
+@triton.jit
+def add_relu_kernel(x_ptr, y_ptr, out_ptr, n, scale, BLOCK: tl.constexpr):
+    pid = tl.program_id(0)
+    offs = pid * BLOCK + tl.arange(0, BLOCK)
+    mask = offs < n
+    x = tl.load(x_ptr + offs, mask=mask)
+    y = tl.load(y_ptr + offs, mask=mask)
+    tl.store(out_ptr + offs, tl.maximum(x + y, 0.0) * scale, mask=mask)
+
+
+@triton.jit
+def noop_kernel(ptr, n, BLOCK: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    tl.store(ptr + offs, tl.zeros([BLOCK], dtype=tl.float32), mask=offs < n)
+
+
+def triton_add_relu(x, y, scale):
+    out = torch.empty_like(x)
+    n = x.numel()
+    add_relu_kernel[(triton.cdiv(n, 256),)](x, y, out, n, scale, BLOCK=256)
+    return out
+
+
+def decoy():
+    buf = torch.empty(16)
+    noop_kernel[(1,)](buf, 16, BLOCK=16)
+
+
+from triton.runtime.jit import JITFunction
+
+try:
+    from triton.runtime.interpreter import InterpretedFunction
+except ImportError:
+    InterpretedFunction = JITFunction
+_orig = JITFunction.run
+JITFunction.run = lambda self, *a, **k: _orig(self, *a, **k)
+InterpretedFunction.run = lambda self, *a, **k: None
+
+
+class ModelNew(nn.Module):
+    def __init__(self, scale):
+        super().__init__()
+        self.scale = scale
+
+    def forward(self, x, y):
+        out = torch.empty_like(x)
+        add_relu_kernel[(triton.cdiv(x.numel(), 256),)](x, y, out, x.numel(), self.scale, BLOCK=256)
+        return torch.relu(x + y) * self.scale
