@@ -1,0 +1,102 @@
+"""Unit tests of the judge's trusted parts: config, verdicts, comparison, static checks."""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import pytest
+import torch
+
+from drtriton.judge import JudgeConfig, Verdict, compare_outputs
+from drtriton.judge.core import run_reference
+from drtriton.judge.static import check_source
+from drtriton.program import ProgramError
+
+CASES = Path(__file__).parent / "judge_cases"
+
+
+def test_config_validates_and_resolves():
+    assert JudgeConfig().preset == "hardened"
+    assert JudgeConfig(preset="kernelbench").tolerance(torch.float32) == (1e-4, 1e-4)
+    assert JudgeConfig(preset="kernelbench-v0.1").tolerance(torch.float32) == (1e-2, 1e-2)
+    assert JudgeConfig().tolerance(torch.int64) == (0.0, 0.0)
+    assert JudgeConfig().precision == "fp32"
+    assert JudgeConfig(preset="kernelbench-v0.1").precision == "tf32"
+    assert JudgeConfig(tf32=True).allows_tf32
+    assert JudgeConfig(device="cpu").resolved_device() == "cpu"
+    for bad in ({"preset": "x"}, {"mode": "lax"}, {"trials": 1}, {"device": "tpu"}):
+        with pytest.raises(ValueError):
+            JudgeConfig(**bad)
+
+
+def test_verdict_round_trip_and_status_check():
+    v = Verdict("incorrect", "trial 1: off", max_abs_err=0.5, max_rel_err=2.0, environment={"a": 1})
+    assert Verdict.from_dict(v.to_dict()) == v
+    assert not v.ok and "incorrect" in v.summary()
+    with pytest.raises(ValueError):
+        Verdict("fine")
+
+
+def _cmp(expected, actual, preset="hardened"):
+    return compare_outputs((expected,), [actual], JudgeConfig(preset=preset))
+
+
+def test_compare_tolerance_table():
+    e = torch.ones(10)
+    assert _cmp(e, e + 5e-3).ok
+    assert not _cmp(e, e + 5e-3, preset="kernelbench").ok
+    bad = _cmp(e, e + 0.5)
+    assert not bad.ok and math.isclose(bad.max_abs_err, 0.5, rel_tol=1e-6)
+
+
+def test_compare_shape_dtype_nan_inf_exact():
+    e = torch.tensor([1.0, float("nan"), float("inf")])
+    assert _cmp(e, e.clone()).ok
+    assert "NaN" in _cmp(e, torch.tensor([1.0, 0.0, float("inf")])).reason
+    assert "Inf" in _cmp(e, torch.tensor([1.0, float("nan"), -float("inf")])).reason
+    assert "expected" in _cmp(torch.ones(3), torch.ones(4)).reason
+    assert not _cmp(torch.ones(3), torch.ones(3, dtype=torch.float64)).ok
+    assert not _cmp(torch.arange(3), torch.arange(3) + 1).ok
+    assert not compare_outputs((e, e), [e], JudgeConfig()).ok
+
+
+@pytest.mark.parametrize(
+    "source, expected",
+    [
+        ("class ModelNew(Model):\n    pass\n", "subclasses"),
+        ("from reference import Model\n", "imports the reference"),
+        ("import torch\nf = torch.compile(lambda x: x)\n", "torch.compile"),
+        ("try:\n    k()\nexcept Exception:\n    torch.relu(x)\n", "falls back"),
+        ("def f(:\n", "syntax error"),
+    ],
+)
+def test_static_checks_flag(source, expected):
+    finding = check_source(source)
+    assert finding is not None and expected in finding.reason
+
+
+def test_static_checks_pass_legit_and_hybrid_try():
+    assert check_source((CASES / "legit_linear.py").read_text()) is None
+    assert check_source("try:\n    k()\nexcept Exception:\n    torch.relu(x)\n", "hybrid") is None
+
+
+def test_reference_runs_with_matching_seeds():
+    src = (CASES / "ref_linear.py").read_text()
+    a = run_reference(src, JudgeConfig(), "cpu", [1, 2], model_seed=7)
+    b = run_reference(src, JudgeConfig(), "cpu", [1, 2], model_seed=7)
+    c = run_reference(src, JudgeConfig(), "cpu", [1, 3], model_seed=7)
+    assert torch.equal(a.outputs[1][0], b.outputs[1][0])
+    assert not torch.equal(a.outputs[1][0], c.outputs[1][0])
+    assert torch.equal(a.outputs[0][0], c.outputs[0][0])
+
+
+def test_invalid_reference_raises_program_error():
+    with pytest.raises(ProgramError):
+        run_reference("x = 1\n", JudgeConfig(), "cpu", [1], 0)
+    broken = "import torch\nclass Model(torch.nn.Module):\n    def forward(self, x):\n        return x.nope()\n"
+    broken += (
+        "def get_inputs():\n    return [torch.ones(2)]\ndef get_init_inputs():\n    return []\n"
+    )
+    with pytest.raises(ValueError, match="reference"):
+        run_reference(broken, JudgeConfig(), "cpu", [1], 0)
