@@ -1,0 +1,29 @@
+"""drtriton's built-in compiler: PyTorch program (KernelBench format) -> standalone Triton candidate.
+
+    from drtriton.compiler import CompilerConfig, compile_program
+    candidate_source = compile_program(reference_source, CompilerConfig(mode="strict", device="cpu"))
+
+Pipeline: ``capture`` (torch.fx trace + shape propagation + constructor extraction) -> ``lower``
+(per-op lowerings in ``lowerings`` build lazy pointwise expressions and kernels, with prologue and
+epilogue fusion) -> ``emit`` (one file, only torch/triton imports, ``ModelNew``). See
+docs/compiler.md. Anything it cannot lower raises ``UnsupportedOperatorError`` naming the operator
+and the source line; it never emits a program it knows to be wrong.
+"""
+
+from __future__ import annotations
+
+from drtriton.compiler import lowerings as _lowerings  # noqa: F401  (fills the dispatch tables)
+from drtriton.compiler.capture import capture
+from drtriton.compiler.config import CompilerConfig, UnsupportedOperatorError
+from drtriton.compiler.emit import emit
+from drtriton.compiler.lower import Lowering
+
+__all__ = ["CompilerConfig", "UnsupportedOperatorError", "compile_program"]
+
+
+def compile_program(source: str, config: CompilerConfig | None = None) -> str:
+    """Compile a KernelBench-format reference into candidate source text defining ``ModelNew``."""
+    config = config or CompilerConfig()
+    cap = capture(source)
+    prog = Lowering(cap, config).run()
+    return emit(cap, prog, config)

@@ -1,0 +1,165 @@
+"""Capture a KernelBench program: its torch.fx graph with static shapes, and its constructor.
+
+``capture(source)`` loads the (trusted) reference, builds ``Model(*get_init_inputs())``, traces
+``forward`` with ``torch.fx.symbolic_trace`` semantics (stack traces on, so every node knows its
+source line), and propagates shapes and dtypes with the reference's own ``get_inputs()`` (on the
+meta device when possible, so capture costs no compute). It also extracts ``Model.__init__`` as
+source, rewritten to use only ``torch`` names, so ``ModelNew`` creates the same parameters in the
+same order and seeded initialisation matches.
+"""
+
+from __future__ import annotations
+
+import ast
+import re
+from dataclasses import dataclass
+
+import torch
+import torch.fx as fx
+from torch.fx.passes.shape_prop import ShapeProp
+
+from drtriton.compiler.config import UnsupportedOperatorError
+from drtriton.program import load_program
+
+FILENAME = "drtriton-reference"
+
+
+@dataclass
+class Captured:
+    gm: fx.GraphModule
+    model: torch.nn.Module
+    lines: list[str]
+    init_src: str  # ModelNew.__init__ definition (indented for a class body)
+    preamble: str  # module-level constants/classes the constructor needs
+    input_names: list[str]
+    example_inputs: list
+
+
+def node_line(node: fx.Node, lines: list[str]) -> tuple[int, str]:
+    """(line number, text) of the reference source line that created ``node``."""
+    trace = node.stack_trace or ""
+    found = re.findall(rf'File "<{FILENAME}>", line (\d+)', trace)
+    if not found:
+        return 0, ""
+    n = int(found[-1])
+    return n, lines[n - 1].strip() if 0 < n <= len(lines) else ""
+
+
+def capture(source: str) -> Captured:
+    module = load_program(source, FILENAME)
+    init_inputs = list(module.get_init_inputs())
+    torch.manual_seed(0)
+    model = module.Model(*init_inputs)
+    tracer = fx.Tracer()
+    tracer.record_stack_traces = True
+    try:
+        graph = tracer.trace(model)
+    except Exception as exc:  # data-dependent control flow, untraceable calls, ...
+        raise UnsupportedOperatorError(
+            "forward", 0, "", f"cannot trace forward(): {type(exc).__name__}: {exc}"
+        ) from exc
+    gm = fx.GraphModule(tracer.root, graph)
+    inputs = list(module.get_inputs())
+    _propagate(gm, inputs)
+    names = [n.target for n in gm.graph.nodes if n.op == "placeholder"]
+    init_src, preamble = extract_init(source)
+    return Captured(gm, model, source.splitlines(), init_src, preamble, names, inputs)
+
+
+def _propagate(gm: fx.GraphModule, inputs: list) -> None:
+    """Shapes/dtypes on every node: meta tensors first (free), real tensors as a fallback."""
+    try:
+        meta_gm = fx.GraphModule(_meta_copy(gm), gm.graph)
+        meta_in = [x.to("meta") if isinstance(x, torch.Tensor) else x for x in inputs]
+        ShapeProp(meta_gm).propagate(*meta_in)
+        return
+    except Exception:  # some op without a meta kernel: run the real thing once
+        pass
+    with torch.no_grad():
+        ShapeProp(gm).propagate(*inputs)
+
+
+def _meta_copy(gm: fx.GraphModule) -> torch.nn.Module:
+    import copy
+
+    root = copy.deepcopy(gm)
+    return root.to("meta")
+
+
+# ---------------------------------------------------------------- constructor extraction
+
+
+class _TorchNames(ast.NodeTransformer):
+    """Rewrite import aliases (nn, F, ...) to full torch paths; super(Model, self) to super()."""
+
+    def __init__(self, aliases: dict[str, str]):
+        self.aliases = aliases
+
+    def visit_Name(self, node: ast.Name):
+        target = self.aliases.get(node.id)
+        if target is None or target == node.id:
+            return node
+        expr = ast.parse(target, mode="eval").body
+        return ast.copy_location(expr, node)
+
+    def visit_Call(self, node: ast.Call):
+        self.generic_visit(node)
+        if isinstance(node.func, ast.Name) and node.func.id == "super" and node.args:
+            node.args = []
+        return node
+
+
+def _aliases(tree: ast.Module) -> dict[str, str]:
+    aliases = {}
+    for stmt in tree.body:
+        if isinstance(stmt, ast.Import):
+            for a in stmt.names:
+                aliases[a.asname or a.name.split(".")[0]] = a.name if a.asname else a.name.split(".")[0]
+        elif isinstance(stmt, ast.ImportFrom) and stmt.module:
+            for a in stmt.names:
+                aliases[a.asname or a.name] = f"{stmt.module}.{a.name}"
+    return aliases
+
+
+def extract_init(source: str) -> tuple[str, str]:
+    """``Model.__init__`` rewritten for ``ModelNew``, plus the module-level names it needs."""
+    tree = ast.parse(source)
+    aliases = _aliases(tree)
+    bad = {k: v for k, v in aliases.items() if not (v == "torch" or v.startswith("torch."))}
+    model = next(s for s in tree.body if isinstance(s, ast.ClassDef) and s.name == "Model")
+    init = next((s for s in model.body if isinstance(s, ast.FunctionDef) and s.name == "__init__"),
+                None)
+    if init is None:
+        init = ast.parse("def __init__(self):\n    super().__init__()").body[0]
+    fixer = _TorchNames(aliases)
+    # module-level definitions the constructor may use: literal constants and helper classes
+    defs: dict[str, ast.stmt] = {}
+    for stmt in tree.body:
+        if isinstance(stmt, ast.ClassDef) and stmt.name != "Model":
+            defs[stmt.name] = stmt
+        elif isinstance(stmt, ast.Assign) and len(stmt.targets) == 1 and isinstance(stmt.targets[0], ast.Name):
+            try:
+                ast.literal_eval(stmt.value)
+            except ValueError:
+                continue
+            defs[stmt.targets[0].id] = stmt
+    needed: list[str] = []
+
+    def visit(node: ast.AST) -> None:
+        for sub in ast.walk(node):
+            if isinstance(sub, ast.Name):
+                if sub.id in bad:
+                    raise UnsupportedOperatorError(
+                        f"import {bad[sub.id]}", getattr(sub, "lineno", 0), "",
+                        "the constructor uses a non-torch module",
+                    )
+                if sub.id in defs and sub.id not in needed:
+                    needed.append(sub.id)
+                    visit(defs[sub.id])
+
+    visit(init)
+    order = [s for s in tree.body if any(defs.get(n) is s for n in needed)]
+    pre = "\n\n".join(ast.unparse(fixer.visit(s)) for s in order)
+    init_fixed = fixer.visit(init)
+    text = ast.unparse(init_fixed)
+    return "\n".join("    " + ln for ln in text.splitlines()), pre

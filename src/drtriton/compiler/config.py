@@ -1,0 +1,41 @@
+"""Compiler configuration and its one error type."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+MODES = ("strict", "hybrid")
+DEVICES = ("cpu", "cuda")
+
+
+@dataclass(frozen=True)
+class CompilerConfig:
+    """How to compile.
+
+    mode: ``strict`` puts all compute in Triton; ``hybrid`` lets convolution and matmul call the
+    vendor libraries (``torch.matmul``, ``F.conv*``) with everything around them fused in Triton.
+    device: ``cpu`` emits fixed small blocks for the Triton interpreter (``TRITON_INTERPRET=1``);
+    ``cuda`` emits a small ``triton.autotune`` space per kernel.
+    max_fused_nodes: an elementwise expression larger than this is materialised rather than
+    recomputed by each consumer.
+    """
+
+    mode: str = "strict"
+    device: str = "cpu"
+    max_fused_nodes: int = 64
+
+    def __post_init__(self) -> None:
+        if self.mode not in MODES:
+            raise ValueError(f"mode must be one of {MODES}, got {self.mode!r}")
+        if self.device not in DEVICES:
+            raise ValueError(f"device must be one of {DEVICES}, got {self.device!r}")
+
+
+class UnsupportedOperatorError(ValueError):
+    """The program uses an operator (or a form of one) the compiler cannot lower."""
+
+    def __init__(self, operator: str, line: int = 0, text: str = "", reason: str = ""):
+        self.operator, self.line, self.text, self.reason = operator, line, text, reason
+        where = f" at line {line}: {text}" if line else ""
+        why = f" ({reason})" if reason else ""
+        super().__init__(f"unsupported operator {operator}{where}{why}")

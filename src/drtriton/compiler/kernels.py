@@ -1,0 +1,652 @@
+"""Triton kernel templates: each writes the source of one ``@triton.jit`` kernel.
+
+A ``Writer`` holds one kernel under construction. Templates (``pointwise``, ``rowwise``, ``scan``,
+``matmul``, ``conv``, ``pool``) lay out the iteration space and call ``Writer.ev`` to evaluate the
+lazy input expressions (``ir.Expr``) at index expressions, which is how elementwise prologues,
+broadcasting and views fuse into the kernel. ``Writer.store`` writes the result, optionally through
+a fused elementwise epilogue. Shapes and strides are baked into the kernel as literals (the
+candidate is specialised to the reference's input shapes, as KernelBench evaluates it).
+"""
+
+from __future__ import annotations
+
+import contextlib
+from dataclasses import dataclass, field
+
+import torch
+
+from drtriton.compiler import ir
+
+TL_DTYPES = {
+    torch.float32: "tl.float32",
+    torch.float16: "tl.float16",
+    torch.float64: "tl.float64",
+    torch.bfloat16: "tl.bfloat16",
+    torch.int64: "tl.int64",
+    torch.int32: "tl.int32",
+    torch.bool: "tl.int1",
+}
+
+HELPERS = {
+    "_tanh": '''@triton.jit
+def _tanh(x):
+    # tanh via exp: saturates correctly to +-1 (no libdevice in the interpreter)
+    return 1.0 - 2.0 / (tl.exp(2.0 * x) + 1.0)
+''',
+    "_max_combine": '''@triton.jit
+def _max_combine(a, b):
+    return tl.maximum(a, b)
+''',
+    "_min_combine": '''@triton.jit
+def _min_combine(a, b):
+    return tl.minimum(a, b)
+''',
+}
+
+
+def next_pow2(n: int) -> int:
+    p = 1
+    while p < n:
+        p *= 2
+    return p
+
+
+@dataclass(frozen=True)
+class Blocks:
+    """Block sizes for one device. ``tune`` adds a small ``triton.autotune`` space (GPU only)."""
+
+    pointwise: int = 1024
+    row_elems: int = 4096  # BM * BR of a row kernel
+    row_single: int = 4096  # rows up to this length stay in registers (one pass over memory)
+    mm: tuple[int, int, int] = (32, 32, 32)
+    tune: bool = False
+
+
+CPU_BLOCKS = Blocks()
+CUDA_BLOCKS = Blocks(pointwise=1024, row_elems=4096, row_single=8192, mm=(64, 64, 32), tune=True)
+
+
+@dataclass
+class Epilogue:
+    """Elementwise tail fused into a producer: ``expr`` reads the producer's output ``hole``."""
+
+    expr: ir.Expr
+    hole: str
+
+
+@dataclass
+class Kernel:
+    name: str
+    source: str
+    buffers: list[str]  # pointer arguments, in order (forward-level variable names)
+    grid: str  # python expression for the launch grid (uses META on cuda)
+    consts: dict[str, int] = field(default_factory=dict)  # fixed constexprs (cpu)
+    work: int = 1  # total work, passed as the runtime argument N (autotune key)
+    helpers: set[str] = field(default_factory=set)
+
+    def launch(self) -> str:
+        args = ", ".join([*self.buffers, str(self.work)])
+        consts = "".join(f", {k}={v}" for k, v in self.consts.items())
+        return f"{self.name}[{self.grid}]({args}{consts})"
+
+
+def _lit(value) -> str:
+    if isinstance(value, bool):
+        return "1" if value else "0"
+    if isinstance(value, float):
+        if value != value:
+            return 'float("nan")'
+        if value in (float("inf"), float("-inf")):
+            return 'float("inf")' if value > 0 else '-float("inf")'
+        return repr(value)
+    return str(int(value))
+
+
+class Writer:
+    """One kernel's source under construction, with CSE of evaluated subexpressions per scope."""
+
+    def __init__(self, name: str, doc: str, blocks: Blocks):
+        self.name, self.doc, self.blocks = name, doc, blocks
+        self.bufs: dict[str, str] = {}
+        self.lines: list[str] = []
+        self.depth = 1
+        self.count = 0
+        self.memo: list[dict] = [{}]
+        self.helpers: set[str] = set()
+        self.constexprs: list[str] = []
+        self.epilogue: Epilogue | None = None
+
+    # ---- plumbing
+    def ptr(self, buf: str, out: bool = False) -> str:
+        if buf not in self.bufs:
+            self.bufs[buf] = "out_ptr" if out else f"in{len(self.bufs)}_ptr"
+        return self.bufs[buf]
+
+    def line(self, text: str) -> None:
+        self.lines.append("    " * self.depth + text)
+
+    def tmp(self, code: str, prefix: str = "t") -> str:
+        self.count += 1
+        var = f"{prefix}{self.count}"
+        self.line(f"{var} = {code}")
+        return var
+
+    @contextlib.contextmanager
+    def block(self, header: str | None):
+        """A nested scope (loop body); ``None`` inlines the body (single-iteration loop)."""
+        if header is None:
+            yield
+            return
+        self.line(header)
+        self.depth += 1
+        self.memo.append({})
+        try:
+            yield
+        finally:
+            self.memo.pop()
+            self.depth -= 1
+
+    def _get(self, key):
+        for scope in reversed(self.memo):
+            if key in scope:
+                return scope[key]
+        return None
+
+    def delinearize(self, lin: str, shape: ir.Shape) -> list[str]:
+        """Multi-index (one expression per dim) of a row-major linear index."""
+        strides = ir.contiguous_strides(shape)
+        out = []
+        for d, (size, stride) in enumerate(zip(shape, strides, strict=True)):
+            if size == 1:
+                out.append("0")
+                continue
+            code = lin if stride == 1 else f"({lin} // {stride})"
+            if d > 0:
+                code = f"{code} % {size}"
+            out.append(self.tmp(code, "i"))
+        return out
+
+    # ---- expression evaluation
+    def ev(self, e: ir.Expr, idx: list[str], mask: str, subst: dict | None = None) -> str:
+        key = (id(e), tuple(idx), mask)
+        hit = self._get(key)
+        if hit is not None:
+            return hit
+        code = self._ev(e, list(idx), mask, subst or {})
+        var = code if isinstance(e, ir.Const) else self.tmp(code, "v")
+        self.memo[-1][key] = var
+        return var
+
+    def _ev(self, e, idx, mask, subst) -> str:
+        if isinstance(e, ir.Const):
+            return _lit(e.value)
+        if isinstance(e, ir.Load):
+            if e.buf in subst:
+                return subst[e.buf]
+            terms = [f"{i} * {s}" if s != 1 else i for i, s, n in zip(idx, e.strides, e.shape, strict=True)
+                     if s != 0 and n != 1 and i != "0"]
+            if e.offset:
+                terms.append(str(e.offset))
+            p = self.ptr(e.buf)
+            if not any(s != 0 and n != 1 and i != "0" for i, s, n in zip(idx, e.strides, e.shape, strict=True)):
+                return f"tl.load({p} + {e.offset})"
+            return f"tl.load({p} + {' + '.join(terms)}, mask={mask}, other=0)"
+        if isinstance(e, ir.Op):
+            args = [self.ev(a, idx, mask, subst) for a in e.args]
+            return self._op(e, args, idx)
+        if isinstance(e, ir.View):
+            cidx = []
+            for od, start, step in e.maps:
+                if od < 0 or idx[od] == "0":
+                    cidx.append(str(start))
+                else:
+                    code = idx[od] if step == 1 else f"{idx[od]} * {step}"
+                    cidx.append(self.tmp(f"{code} + {start}", "i") if start else code)
+            return self.ev(e.child, cidx, mask, subst)
+        if isinstance(e, ir.Reshape):
+            strides = ir.contiguous_strides(e.shape)
+            terms = [f"{i} * {s}" for i, s, n in zip(idx, strides, e.shape, strict=True) if n != 1 and i != "0"]
+            lin = self.tmp(" + ".join(terms) if terms else "0", "i")
+            return self.ev(e.child, self.delinearize(lin, e.child.shape), mask, subst)
+        if isinstance(e, ir.Cat):
+            d = e.dim
+            result = None
+            for part, off in reversed(list(zip(e.parts, e.offsets, strict=True))):
+                lo, hi = off, off + part.shape[d]
+                cond = self.tmp(f"({idx[d]} >= {lo}) & ({idx[d]} < {hi})", "c")
+                pidx = list(idx)
+                pidx[d] = self.tmp(f"{idx[d]} - {lo}", "i") if lo else idx[d]
+                pmask = self.tmp(f"{mask} & {cond}", "m")
+                val = self.ev(part, pidx, pmask, subst)
+                result = val if result is None else self.tmp(f"tl.where({cond}, {val}, {result})", "v")
+            return result
+        raise TypeError(f"cannot evaluate {type(e).__name__}")
+
+    def _op(self, e: ir.Op, a: list[str], idx: list[str]) -> str:
+        n, p = e.name, e.params
+        binary = {"add": "+", "sub": "-", "mul": "*", "div": "/", "lt": "<", "le": "<=",
+                  "gt": ">", "ge": ">=", "eq": "==", "ne": "!=", "and": "&", "or": "|"}
+        if n in binary:
+            return f"{a[0]} {binary[n]} {a[1]}"
+        simple = {"exp": "tl.exp", "log": "tl.log", "sqrt": "tl.sqrt", "rsqrt": "tl.rsqrt",
+                  "cos": "tl.cos", "sin": "tl.sin", "exp2": "tl.exp2", "log2": "tl.log2",
+                  "abs": "tl.abs", "floor": "tl.floor", "ceil": "tl.ceil", "erf": "tl.math.erf",
+                  "sigmoid": "tl.sigmoid", "maximum": "tl.maximum", "minimum": "tl.minimum",
+                  "where": "tl.where"}
+        if n in simple:
+            return f"{simple[n]}({', '.join(a)})"
+        x = a[0] if a else ""
+        if n == "neg":
+            return f"-{x}"
+        if n == "not":
+            return f"{x} == 0"
+        if n == "cast":
+            return f"{x}.to({TL_DTYPES[e.dtype]})"
+        if n == "tanh":
+            self.helpers.add("_tanh")
+            return f"_tanh({x})"
+        if n == "relu":
+            return f"tl.maximum({x}, 0)"
+        if n == "lerp":  # PyTorch's two-sided formula, for matching rounding
+            s, t, w = a
+            return f"tl.where(tl.abs({w}) < 0.5, {s} + {w} * ({t} - {s}), {t} - ({t} - {s}) * (1 - {w}))"
+        if n == "pow":
+            return f"tl.exp2({a[1]} * tl.log2({x}))"
+        if n == "sign":
+            return f"tl.where({x} > 0, 1.0, tl.where({x} < 0, -1.0, 0.0))"
+        if n == "round":  # round half to even, as torch.round
+            return f"tl.where(tl.abs({x} - tl.floor({x}) - 0.5) == 0, 2.0 * tl.floor({x} * 0.5 + 0.5), tl.floor({x} + 0.5))"
+        if n in ("triu", "tril"):
+            (diag,) = p
+            rel = ">=" if n == "triu" else "<="
+            return f"tl.where(({idx[-1]} - {idx[-2]}) {rel} {diag}, {x}, 0)"
+        raise KeyError(n)
+
+    # ---- output
+    def store(self, out: str, lin: str, value: str, mask: str, shape: ir.Shape) -> None:
+        """Write ``value`` (the producer's element at row-major ``lin`` of ``shape``)."""
+        if self.epilogue is not None:
+            epi = self.epilogue
+            idx = self.delinearize(lin, epi.expr.shape)
+            value = self.ev(epi.expr, idx, mask, subst={epi.hole: value})
+        self.line(f"tl.store({self.ptr(out, out=True)} + {lin}, {value}, mask={mask})")
+
+    def finish(self, grid: str, consts: dict[str, int], work: int, tune: list[str] | None) -> Kernel:
+        params = [*self.bufs.values(), "N", *(f"{c}: tl.constexpr" for c in self.constexprs)]
+        head = []
+        if tune:
+            head.append("@triton.autotune(configs=[")
+            head.extend(f"    {c}," for c in tune)
+            head.append('], key=["N"])')
+        head.append("@triton.jit")
+        head.append(f"def {self.name}({', '.join(params)}):")
+        head.append(f'    """{self.doc}"""')
+        src = "\n".join(head + self.lines) + "\n"
+        return Kernel(self.name, src, list(self.bufs), grid, consts, work, set(self.helpers))
+
+
+def _config(consts: dict[str, int], warps: int) -> str:
+    inner = ", ".join(f'"{k}": {v}' for k, v in consts.items())
+    return f"triton.Config({{{inner}}}, num_warps={warps})"
+
+
+# ---------------------------------------------------------------- templates
+
+
+def pointwise(w: Writer, expr: ir.Expr, out: str) -> Kernel:
+    n = ir.numel(expr.shape)
+    w.constexprs = ["BLOCK"]
+    w.line("offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)")
+    w.line("mask = offs < N")
+    idx = w.delinearize("offs", expr.shape)
+    v = w.ev(expr, idx, "mask")
+    w.store(out, "offs", v, "mask", expr.shape)
+    b = w.blocks
+    if b.tune:
+        configs = [_config({"BLOCK": s}, wp) for s, wp in ((256, 2), (1024, 4), (4096, 8))]
+        return w.finish(f'lambda META: (triton.cdiv({n}, META["BLOCK"]),)', {}, n, configs)
+    block = min(b.pointwise, next_pow2(n))
+    return w.finish(f"({-(-n // block)},)", {"BLOCK": block}, n, None)
+
+
+ROW_KINDS = {"sum", "mean", "amax", "amin", "argmax", "argmin", "var", "norm2",
+             "softmax", "log_softmax", "normalize"}
+
+
+def rowwise(w: Writer, kind: str, x: ir.Expr, dims: tuple[int, ...], out: str,
+            correction: int = 1, eps: float = 1e-5) -> Kernel:
+    """Reduce ``x`` over ``dims`` (any set), or normalise over them (softmax, norms)."""
+    shape = x.shape
+    kept = [d for d in range(len(shape)) if d not in dims]
+    kshape = tuple(shape[d] for d in kept)
+    rshape = tuple(shape[d] for d in dims)
+    M, R = ir.numel(kshape), ir.numel(rshape)
+    b = w.blocks
+    single = R <= b.row_single
+    BR = next_pow2(R) if single else min(next_pow2(R), 1024)
+    w.constexprs = ["BM"]
+    w.line("rows = tl.program_id(0) * BM + tl.arange(0, BM)")
+    w.line("rm = rows[:, None]")
+    w.line(f"mmask = rm < {M}")
+    kidx = w.delinearize("rm", kshape)
+    fdt = "tl.float32"
+
+    cache: list = []
+
+    def load_chunk():
+        # a row that fits one block is loaded once and reused by every pass
+        if single and cache:
+            return cache[0]
+        out = _load_chunk()
+        if single:
+            cache.append(out)
+        return out
+
+    def _load_chunk():
+        w.line(f"rr = r0 + tl.arange(0, {BR})[None, :]")
+        w.line(f"mask = mmask & (rr < {R})")
+        ridx = w.delinearize("rr", rshape)
+        idx = [None] * len(shape)
+        for d, i in zip(kept, kidx, strict=True):
+            idx[d] = i
+        for d, i in zip(dims, ridx, strict=True):
+            idx[d] = i
+        v = w.ev(x, idx, "mask")
+        if ir.is_float(x.dtype) and x.dtype != torch.float32:
+            v = w.tmp(f"{v}.to({fdt})", "v")
+        # broadcast to the full tile: a value constant along the row still counts R times
+        v = w.tmp(f"{v} + tl.zeros([BM, {BR}], {TL_DTYPES[torch.float32] if ir.is_float(x.dtype) else 'tl.int64'})", "x")
+        return v, idx
+
+    loop = None if single else f"for r0 in range(0, {R}, {BR}):"
+    if single:
+        w.line("r0 = 0")
+
+    def sum_of(expr_fn, init="0.0"):
+        acc = w.tmp(f"tl.zeros([BM], {fdt}) + {init}", "acc")
+        with w.block(loop):
+            v, idx = load_chunk()
+            w.line(f"{acc} += tl.sum(tl.where(mask, {expr_fn(v)}, 0.0), 1)")
+        return acc, idx
+
+    out_dtype_full = kind in ("softmax", "log_softmax", "normalize")
+    if kind in ("sum", "mean"):
+        acc, _ = sum_of(lambda v: v)
+        res = w.tmp(f"{acc} / {R}" if kind == "mean" else acc, "r")
+    elif kind == "norm2":
+        acc, _ = sum_of(lambda v: f"{v} * {v}")
+        res = w.tmp(f"tl.sqrt({acc})", "r")
+    elif kind in ("amax", "amin"):
+        fn, fill = ("max", '-float("inf")') if kind == "amax" else ("min", 'float("inf")')
+        acc = w.tmp(f"tl.full([BM], {fill}, {fdt})", "acc")
+        with w.block(loop):
+            v, _ = load_chunk()
+            w.line(f"{acc} = tl.{fn}imum({acc}, tl.{fn}(tl.where(mask, {v}, {fill}), 1))")
+        res = acc
+    elif kind in ("argmax", "argmin"):
+        fn, fill, cmp = (("max", '-float("inf")', ">") if kind == "argmax"
+                         else ("min", 'float("inf")', "<"))
+        best = w.tmp(f"tl.full([BM], {fill}, {fdt})", "best")
+        bidx = w.tmp("tl.zeros([BM], tl.int64)", "bidx")
+        with w.block(loop):
+            v, _ = load_chunk()
+            vm = w.tmp(f"tl.where(mask, {v}, {fill})", "x")
+            cb = w.tmp(f"tl.{fn}({vm}, 1)", "cb")
+            # first index attaining the chunk's extreme (PyTorch returns the first occurrence)
+            ci = w.tmp(f"tl.min(tl.where(({vm} == {cb}[:, None]) & mask, rr, {R}), 1).to(tl.int64)", "ci")
+            up = w.tmp(f"{cb} {cmp} {best}", "up")
+            w.line(f"{best} = tl.where({up}, {cb}, {best})")
+            w.line(f"{bidx} = tl.where({up}, {ci}, {bidx})")
+        res = bidx
+    elif kind in ("var", "normalize"):
+        acc, _ = sum_of(lambda v: v)
+        mean = w.tmp(f"{acc} / {R}", "mean")
+        acc2, _ = sum_of(lambda v: f"({v} - {mean}[:, None]) * ({v} - {mean}[:, None])")
+        if kind == "var":
+            res = w.tmp(f"{acc2} / {max(R - correction, 0)}" if R - correction > 0
+                        else f"{acc2} * float(\"nan\")", "r")
+        else:
+            rstd = w.tmp(f"1.0 / tl.sqrt({acc2} / {R} + {eps})", "rstd")
+    elif kind in ("softmax", "log_softmax"):
+        mx = w.tmp(f"tl.full([BM], -float(\"inf\"), {fdt})", "mx")
+        den = w.tmp(f"tl.zeros([BM], {fdt})", "den")
+        with w.block(loop):
+            v, _ = load_chunk()
+            vm = w.tmp(f"tl.where(mask, {v}, -float(\"inf\"))", "x")
+            nm = w.tmp(f"tl.maximum({mx}, tl.max({vm}, 1))", "nm")
+            # rows past M are all -inf: keep their exponent finite to avoid NaN noise
+            safe = w.tmp(f"tl.where({nm} == -float(\"inf\"), 0.0, {nm})", "sm")
+            w.line(f"{den} = {den} * tl.exp({mx} - {safe}) + tl.sum(tl.exp({vm} - {safe}[:, None]), 1)")
+            w.line(f"{mx} = {nm}")
+    else:
+        raise KeyError(kind)
+
+    if out_dtype_full:
+        full_strides = ir.contiguous_strides(shape)
+        with w.block(loop):
+            v, idx = load_chunk()
+            if kind == "softmax":
+                y = w.tmp(f"tl.exp({v} - {mx}[:, None]) / {den}[:, None]", "y")
+            elif kind == "log_softmax":
+                y = w.tmp(f"{v} - {mx}[:, None] - tl.log({den}[:, None])", "y")
+            else:
+                y = w.tmp(f"({v} - {mean}[:, None]) * {rstd}[:, None]", "y")
+            terms = [f"{i} * {s}" for i, s, n in zip(idx, full_strides, shape, strict=True) if n != 1 and i != "0"]
+            lin = w.tmp(" + ".join(terms) if terms else "rm * 0 + rr * 0", "o")
+            w.store(out, lin, y, "mask", shape)
+    else:
+        w.line(f"rmask = rows < {M}")
+        w.store(out, "rows", res, "rmask", kshape)
+
+    if b.tune:
+        bms = sorted({max(1, min(next_pow2(M), max(1, n // BR))) for n in (1024, 4096, 16384)})
+        configs = [_config({"BM": bm}, 4 if bm * BR <= 4096 else 8) for bm in bms]
+        return w.finish(f'lambda META: (triton.cdiv({M}, META["BM"]),)', {}, M, configs)
+    bm = max(1, min(next_pow2(M), b.row_elems // BR))
+    return w.finish(f"({-(-M // bm)},)", {"BM": bm}, M, None)
+
+
+def scan(w: Writer, kind: str, x: ir.Expr, dim: int, out: str) -> Kernel:
+    """Cumulative sum/max/min along ``dim``: chunked associative scan with a running carry."""
+    shape = x.shape
+    kept = [d for d in range(len(shape)) if d != dim]
+    kshape = tuple(shape[d] for d in kept)
+    M, R = ir.numel(kshape), shape[dim]
+    BR = min(next_pow2(R), 1024)
+    w.constexprs = ["BM"]
+    w.line("rm = (tl.program_id(0) * BM + tl.arange(0, BM))[:, None]")
+    w.line(f"mmask = rm < {M}")
+    kidx = w.delinearize("rm", kshape)
+    fill = {"cumsum": "0.0", "cummax": '-float("inf")', "cummin": 'float("inf")'}[kind]
+    carry = w.tmp(f"tl.full([BM], {fill}, tl.float32)", "carry")
+    strides = ir.contiguous_strides(shape)
+    with w.block(f"for r0 in range(0, {R}, {BR}):"):
+        w.line(f"rr = r0 + tl.arange(0, {BR})[None, :]")
+        w.line(f"mask = mmask & (rr < {R})")
+        idx = [None] * len(shape)
+        for d, i in zip(kept, kidx, strict=True):
+            idx[d] = i
+        idx[dim] = "rr"
+        v = w.ev(x, idx, "mask")
+        v = w.tmp(f"tl.where(mask, {v} + tl.zeros([BM, {BR}], tl.float32), {fill})", "x")
+        if kind == "cumsum":
+            c = w.tmp(f"tl.cumsum({v}, 1) + {carry}[:, None]", "c")
+            w.line(f"{carry} = {carry} + tl.sum({v}, 1)")
+        else:
+            comb = "_max_combine" if kind == "cummax" else "_min_combine"
+            fn = "maximum" if kind == "cummax" else "minimum"
+            red = "max" if kind == "cummax" else "min"
+            w.helpers.add(comb)
+            c = w.tmp(f"tl.{fn}(tl.associative_scan({v}, 1, {comb}), {carry}[:, None])", "c")
+            w.line(f"{carry} = tl.{fn}({carry}, tl.{red}({v}, 1))")
+        terms = [f"{i} * {s}" for i, s, n in zip(idx, strides, shape, strict=True) if n != 1 and i != "0"]
+        lin = w.tmp(" + ".join(terms), "o")
+        w.store(out, lin, c, "mask", shape)
+    bm = max(1, min(next_pow2(M), 4096 // BR))
+    if w.blocks.tune:
+        configs = [_config({"BM": m}, 4) for m in sorted({1, min(bm, 4), bm})]
+        return w.finish(f'lambda META: (triton.cdiv({M}, META["BM"]),)', {}, M, configs)
+    return w.finish(f"({-(-M // bm)},)", {"BM": bm}, M, None)
+
+
+def _mm_consts(w: Writer, M: int, N: int, K: int):
+    bm, bn, bk = w.blocks.mm
+    bm, bn, bk = (max(16, min(bm, next_pow2(M))), max(16, min(bn, next_pow2(N))),
+                  max(16, min(bk, next_pow2(K))))
+    return bm, bn, bk
+
+
+def _mm_tune(M: int, N: int, K: int) -> list[str]:
+    cands = [(32, 32, 32, 4), (64, 64, 32, 4), (128, 64, 32, 8), (64, 128, 32, 8), (128, 128, 32, 8)]
+    out = []
+    for bm, bn, bk, wp in cands:
+        if bm > max(16, next_pow2(M)) * 2 or bn > max(16, next_pow2(N)) * 2:
+            continue
+        out.append(_config({"BM": bm, "BN": bn, "BK": bk}, wp))
+    return out or [_config({"BM": 32, "BN": 32, "BK": 32}, 4)]
+
+
+def matmul(w: Writer, a: ir.Expr, b: ir.Expr, out: str) -> Kernel:
+    """Batched ``a @ b`` with a tiled ``tl.dot`` (fp32, ``ieee`` precision); a, b share batch dims."""
+    *batch, M, K = a.shape
+    N = b.shape[-1]
+    B = ir.numel(tuple(batch))
+    w.constexprs = ["BM", "BN", "BK"]
+    w.line("rm = tl.program_id(0) * BM + tl.arange(0, BM)")
+    w.line("rn = tl.program_id(1) * BN + tl.arange(0, BN)")
+    w.line("pb = tl.program_id(2)")
+    bidx = w.delinearize("pb", tuple(batch))
+    w.line("acc = tl.zeros([BM, BN], dtype=tl.float32)")
+    with w.block(f"for k0 in range(0, {K}, BK):"):
+        w.line("rk = k0 + tl.arange(0, BK)")
+        w.line(f"amask = (rm[:, None] < {M}) & (rk[None, :] < {K})")
+        w.line(f"bmask = (rk[:, None] < {K}) & (rn[None, :] < {N})")
+        av = w.ev(a, [*bidx, "rm[:, None]", "rk[None, :]"], "amask")
+        bv = w.ev(b, [*bidx, "rk[:, None]", "rn[None, :]"], "bmask")
+        # zero the padding lanes: a fused prologue may map 0 to non-zero (e.g. exp)
+        av = w.tmp(f"tl.where(amask, {av}, 0.0).to(tl.float32)", "a")
+        bv = w.tmp(f"tl.where(bmask, {bv}, 0.0).to(tl.float32)", "b")
+        w.line(f'acc += tl.dot({av}, {bv}, input_precision="ieee")')
+    w.line(f"cmask = (rm[:, None] < {M}) & (rn[None, :] < {N})")
+    lin = w.tmp(f"pb * {M * N} + rm[:, None] * {N} + rn[None, :]", "o")
+    w.store(out, lin, "acc", "cmask", (*batch, M, N))
+    grid_m = f'triton.cdiv({M}, META["BM"])'
+    grid_n = f'triton.cdiv({N}, META["BN"])'
+    if w.blocks.tune:
+        return w.finish(f"lambda META: ({grid_m}, {grid_n}, {B})", {}, M * N * K, _mm_tune(M, N, K))
+    bm, bn, bk = _mm_consts(w, M, N, K)
+    return w.finish(f"({-(-M // bm)}, {-(-N // bn)}, {B})", {"BM": bm, "BN": bn, "BK": bk},
+                    M * N * K, None)
+
+
+@dataclass(frozen=True)
+class ConvSpec:
+    transposed: bool
+    stride: tuple[int, ...]
+    padding: tuple[int, ...]
+    dilation: tuple[int, ...]
+    groups: int
+    out_shape: tuple[int, ...]  # full output shape (N, OC, *O)
+
+
+def conv(w: Writer, x: ir.Expr, wt: ir.Expr, spec: ConvSpec, out: str) -> Kernel:
+    """Direct convolution (or transposed convolution) as an implicit GEMM per group.
+
+    Rows are output positions (n, o...), columns output channels of the group, the reduction runs
+    over (input channel, kernel offset). Transposed convolution gathers: output o receives input
+    i = (o + p - k*d) / s where that division is exact and in range.
+    """
+    nb, cin, *ins = x.shape
+    _, oc, *outs = spec.out_shape
+    G = spec.groups
+    ksz = tuple(wt.shape[2:])
+    cg = cin // G
+    ocg = oc // G
+    M = nb * ir.numel(tuple(outs))
+    K = cg * ir.numel(ksz)
+    P = ir.numel(tuple(outs))
+    w.constexprs = ["BM", "BN", "BK"]
+    w.line("rm = tl.program_id(0) * BM + tl.arange(0, BM)")
+    w.line("rn = tl.program_id(1) * BN + tl.arange(0, BN)")
+    w.line("g = tl.program_id(2)")
+    midx = w.delinearize("rm", (nb, *outs))
+    w.line(f"oc = g * {ocg} + rn")
+    w.line("acc = tl.zeros([BM, BN], dtype=tl.float32)")
+    with w.block(f"for k0 in range(0, {K}, BK):"):
+        w.line("rk = k0 + tl.arange(0, BK)")
+        kidx = w.delinearize("rk", (cg, *ksz))
+        w.line(f"ci = g * {cg} + {kidx[0]}")
+        valid = [f"(rm[:, None] < {M})", f"(rk[None, :] < {K})"]
+        pos = []
+        for j, size in enumerate(ins):
+            o = f"{midx[1 + j]}[:, None]" if midx[1 + j] != "0" else "0"
+            k = f"{kidx[1 + j]}[None, :]" if kidx[1 + j] != "0" else "0"
+            s, p, d = spec.stride[j], spec.padding[j], spec.dilation[j]
+            if not spec.transposed:
+                q = w.tmp(f"{o} * {s} - {p} + {k} * {d}", "q")
+            else:
+                t = w.tmp(f"{o} + {p} - {k} * {d}", "q")
+                valid.append(f"({t} >= 0) & ({t} % {s} == 0)" if s != 1 else f"({t} >= 0)")
+                q = w.tmp(f"tl.where({t} >= 0, {t}, 0) // {s}", "q") if s != 1 else t
+            valid.append(f"({q} >= 0) & ({q} < {size})")
+            pos.append(q)
+        w.line(f"amask = {' & '.join(valid)}")
+        n0 = f"{midx[0]}[:, None]" if midx[0] != "0" else "0"
+        av = w.ev(x, [n0, "ci[None, :]", *pos], "amask")
+        w.line(f"bmask = (rk[:, None] < {K}) & (rn[None, :] < {ocg})")
+        kk = [f"{i}[:, None]" if i != "0" else "0" for i in kidx[1:]]
+        if spec.transposed:  # weight (C_in, OC/G, *k)
+            bv = w.ev(wt, ["ci[:, None]", "rn[None, :]", *kk], "bmask")
+        else:  # weight (OC, C_in/G, *k)
+            bv = w.ev(wt, ["oc[None, :]", f"{kidx[0]}[:, None]" if kidx[0] != "0" else "0", *kk],
+                      "bmask")
+        av = w.tmp(f"tl.where(amask, {av}, 0.0).to(tl.float32)", "a")
+        bv = w.tmp(f"tl.where(bmask, {bv}, 0.0).to(tl.float32)", "b")
+        w.line(f'acc += tl.dot({av}, {bv}, input_precision="ieee")')
+    w.line(f"cmask = (rm[:, None] < {M}) & (rn[None, :] < {ocg})")
+    n_ = f"({midx[0]})" if midx[0] != "0" else "0"
+    lin = w.tmp(f"{n_}[:, None] * {oc * P} + oc[None, :] * {P} + (rm % {P})[:, None]"
+                if midx[0] != "0" else f"oc[None, :] * {P} + (rm % {P})[:, None]", "o")
+    w.store(out, lin, "acc", "cmask", spec.out_shape)
+    if w.blocks.tune:
+        grid = f'lambda META: (triton.cdiv({M}, META["BM"]), triton.cdiv({ocg}, META["BN"]), {G})'
+        return w.finish(grid, {}, M * ocg * K, _mm_tune(M, ocg, K))
+    bm, bn, bk = _mm_consts(w, M, ocg, K)
+    return w.finish(f"({-(-M // bm)}, {-(-ocg // bn)}, {G})", {"BM": bm, "BN": bn, "BK": bk},
+                    M * ocg * K, None)
+
+
+def pool(w: Writer, kind: str, x: ir.Expr, ksz, stride, padding, dilation, out_shape, out) -> Kernel:
+    """Max or average pooling (count_include_pad): each output element loops over its window."""
+    nsp = len(ksz)
+    n = ir.numel(out_shape)
+    w.constexprs = ["BLOCK"]
+    w.line("offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)")
+    w.line("omask = offs < N")
+    oidx = w.delinearize("offs", tuple(out_shape))
+    lead = oidx[: len(out_shape) - nsp]
+    fill = '-float("inf")' if kind == "max" else "0.0"
+    w.line(f"acc = tl.full([BLOCK], {fill}, tl.float32)")
+    ins = x.shape[len(x.shape) - nsp:]
+    with w.block(f"for kk in range(0, {ir.numel(tuple(ksz))}):"):
+        kidx = w.delinearize("kk", tuple(ksz))
+        valid = ["omask"]
+        pos = []
+        for j in range(nsp):
+            o = oidx[len(lead) + j]
+            q = w.tmp(f"{o} * {stride[j]} - {padding[j]} + {kidx[j]} * {dilation[j]}", "q")
+            valid.append(f"({q} >= 0) & ({q} < {ins[j]})")
+            pos.append(q)
+        w.line(f"wmask = {' & '.join(valid)}")
+        v = w.ev(x, [*lead, *pos], "wmask")
+        if kind == "max":
+            w.line(f"acc = tl.maximum(acc, tl.where(wmask, {v}, -float(\"inf\")))")
+        else:
+            w.line(f"acc += tl.where(wmask, {v}, 0.0)")
+    res = "acc" if kind == "max" else w.tmp(f"acc / {ir.numel(tuple(ksz))}", "r")
+    w.store(out, "offs", res, "omask", tuple(out_shape))
+    if w.blocks.tune:
+        configs = [_config({"BLOCK": s}, wp) for s, wp in ((128, 4), (512, 4), (1024, 8))]
+        return w.finish(f'lambda META: (triton.cdiv({n}, META["BLOCK"]),)', {}, n, configs)
+    block = min(1024, next_pow2(n))
+    return w.finish(f"({-(-n // block)},)", {"BLOCK": block}, n, None)

@@ -1,0 +1,467 @@
+"""Lower a captured fx graph to Triton kernels and the body of ``ModelNew.forward``.
+
+Walk the graph in order; each node becomes a value: an ``ir.Expr`` for tensors (lazy: pointwise
+ops and views only build expressions), a Python value for shapes and scalars. Kernels come from
+three places:
+
+* a non-pointwise op (reduction, softmax, norm, scan, matmul, conv, pool) makes a kernel that
+  reads its inputs *through* their lazy expressions (fused prologue);
+* a lazy expression is *materialised* when it is a graph output, has several users, or grows too
+  large; if it reads exactly the output of a still-pending kernel at the same index (e.g. bias +
+  activation after a matmul), it becomes that kernel's fused epilogue instead of a new kernel;
+* kernels stay pending until something reads their buffer, so unused results are never computed.
+
+Every node's shape and dtype are checked against shape propagation; a mismatch or an unknown
+operator raises ``UnsupportedOperatorError`` naming the operator and the source line.
+"""
+
+from __future__ import annotations
+
+import math
+import operator
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+import torch
+import torch.fx as fx
+import torch.nn.functional as F
+
+from drtriton.compiler import ir, kernels
+from drtriton.compiler.capture import Captured, node_line
+from drtriton.compiler.config import CompilerConfig, UnsupportedOperatorError
+
+
+class Unsupported(Exception):
+    """Raised inside a handler; turned into UnsupportedOperatorError with the node's line."""
+
+
+@dataclass
+class Pending:
+    make: Callable[[kernels.Writer, str], kernels.Kernel]  # template call, given writer and out
+    shape: ir.Shape
+    dtype: torch.dtype
+    labels: list[str]
+    epi: kernels.Epilogue | None = None
+    base: str = ""  # the producer's own output name (the epilogue's hole)
+
+
+@dataclass
+class Missing:
+    """A result the compiler does not produce (e.g. cummax indices); using it is unsupported."""
+
+    what: str
+
+
+@dataclass
+class Program:
+    kernels: list[kernels.Kernel] = field(default_factory=list)
+    body: list[str] = field(default_factory=list)
+    input_names: list[str] = field(default_factory=list)
+
+
+def _arg(args, kwargs, i: int, name: str, default=None):
+    if len(args) > i:
+        return args[i]
+    return kwargs.get(name, default)
+
+
+def _tuple(v, n: int) -> tuple[int, ...]:
+    if isinstance(v, list | tuple):
+        return tuple(int(x) for x in v) if len(v) == n else tuple(int(v[0]) for _ in range(n))
+    return tuple(int(v) for _ in range(n))
+
+
+def _label(node: fx.Node, gm: fx.GraphModule) -> str:
+    if node.op == "call_module":
+        return f"nn.{type(gm.get_submodule(node.target)).__name__}"
+    if node.op == "call_method":
+        return f".{node.target}()"
+    t = node.target
+    mod = getattr(t, "__module__", "") or ""
+    name = getattr(t, "__name__", str(t))
+    if mod.startswith("torch.nn.functional"):
+        return f"F.{name}"
+    if mod.startswith("torch") or mod == "" and hasattr(torch, name):
+        return f"torch.{name}"
+    return f"{mod.split('.')[-1] or 'builtin'}.{name}"
+
+
+class Lowering:
+    def __init__(self, cap: Captured, config: CompilerConfig):
+        self.cap, self.config = cap, config
+        self.blocks = kernels.CUDA_BLOCKS if config.device == "cuda" else kernels.CPU_BLOCKS
+        self.prog = Program()
+        self.env: dict[fx.Node, object] = {}
+        self.labels: dict[fx.Node, list[str]] = {}
+        self.pending: dict[str, Pending] = {}
+        self.emitted: set[str] = set()
+        self.shapes: dict[str, tuple[ir.Shape, torch.dtype]] = {}
+        self.params: dict[str, str] = {}
+        self.nodes = list(cap.gm.graph.nodes)
+        self.pos = {n: i for i, n in enumerate(self.nodes)}
+        self.cur = 0
+        self.cur_labels: list[str] = []
+        self.counter = 0
+
+    # ------------------------------------------------------------ driver
+    def run(self) -> Program:
+        for node in self.nodes:
+            self.cur = self.pos[node]
+            try:
+                self.env[node] = self.lower_node(node)
+            except Unsupported as exc:
+                line, text = node_line(node, self.cap.lines)
+                raise UnsupportedOperatorError(_label(node, self.cap.gm), line, text, str(exc)) from exc
+            except UnsupportedOperatorError:
+                raise
+            except Exception as exc:  # a lowering bug must never produce a program
+                line, text = node_line(node, self.cap.lines)
+                raise UnsupportedOperatorError(
+                    _label(node, self.cap.gm), line, text, f"internal: {type(exc).__name__}: {exc}"
+                ) from exc
+        return self.prog
+
+    def lower_node(self, node: fx.Node):
+        if node.op == "placeholder":
+            return self.placeholder(node)
+        if node.op == "output":
+            return self.output(node)
+        args = fx.node.map_arg(node.args, lambda n: self.env[n])
+        kwargs = fx.node.map_arg(node.kwargs, lambda n: self.env[n])
+        for v in _flat(args, kwargs):
+            if isinstance(v, Missing):
+                raise Unsupported(f"uses {v.what}")
+        self.cur_labels = []
+        for m in node.all_input_nodes:  # lazy inputs fuse into whatever consumes this node
+            if not isinstance(self.env.get(m), ir.Load | ir.Const):
+                self.cur_labels += [x for x in self.labels.get(m, []) if x not in self.cur_labels]
+        own = _label(node, self.cap.gm)
+        if node.op != "get_attr" and own not in self.cur_labels:
+            self.cur_labels.append(own)
+        if node.op == "get_attr":
+            value = self.param(node.target)
+        elif node.op == "call_module":
+            value = self.call_module(node, args, kwargs)
+        elif node.op == "call_method":
+            value = self.call_method(node.target, args, kwargs)
+        else:
+            value = self.call_function(node.target, args, kwargs)
+        value = self.check(node, value)
+        self.labels[node] = self.cur_labels
+        if isinstance(value, ir.Expr) and not ir.is_cheap(value):
+            if len(node.users) > 1 or ir.count_nodes(value) > self.config.max_fused_nodes:
+                value = self.materialize(value)
+                self.labels[node] = []
+        return value
+
+    def check(self, node: fx.Node, value):
+        meta = node.meta.get("tensor_meta")
+        if isinstance(value, ir.Expr) and meta is not None and hasattr(meta, "shape"):
+            if tuple(meta.shape) != value.shape:
+                raise Unsupported(f"internal shape mismatch {value.shape} vs {tuple(meta.shape)}")
+            if meta.dtype != value.dtype:
+                value = ir.cast(value, meta.dtype)
+        return value
+
+    # ------------------------------------------------------------ buffers and kernels
+    def new_buf(self, prefix: str = "buf") -> str:
+        self.counter += 1
+        return f"{prefix}{self.counter}"
+
+    def placeholder(self, node: fx.Node) -> ir.Expr:
+        name = node.target
+        self.prog.input_names.append(name)
+        meta = node.meta.get("tensor_meta")
+        if meta is None or not hasattr(meta, "shape"):
+            raise UnsupportedOperatorError(f"input {name}", 0, "", "non-tensor forward inputs")
+        shape = tuple(meta.shape)
+        self.prog.body.append(f"{name} = {name}.contiguous()")
+        self.shapes[name] = (shape, meta.dtype)
+        self.emitted.add(name)
+        return ir.Load(shape, meta.dtype, name, ir.contiguous_strides(shape), 0)
+
+    def param(self, target: str) -> ir.Expr:
+        if target in self.params:
+            var = self.params[target]
+        else:
+            try:
+                t = self.cap.gm.get_parameter(target)
+            except AttributeError:
+                try:
+                    t = self.cap.gm.get_buffer(target)
+                except AttributeError as exc:
+                    raise Unsupported(f"tensor attribute {target} is not a parameter or buffer") from exc
+            var = "p_" + target.replace(".", "_")
+            path = "self" + "".join(f".{p}" if p.isidentifier() else f"[{p}]" for p in target.split("."))
+            self.prog.body.append(f"{var} = {path}.contiguous()")
+            self.params[target] = var
+            self.shapes[var] = (tuple(t.shape), t.dtype)
+            self.emitted.add(var)
+        shape, dtype = self.shapes[var]
+        return ir.Load(shape, dtype, var, ir.contiguous_strides(shape), 0)
+
+    def kernel(self, make, shape: ir.Shape, dtype: torch.dtype) -> ir.Load:
+        """Register a pending kernel producing a new contiguous buffer; return its load."""
+        buf = self.new_buf()
+        self.pending[buf] = Pending(make, tuple(shape), dtype, list(self.cur_labels), None, buf)
+        self.shapes[buf] = (tuple(shape), dtype)
+        return ir.Load(tuple(shape), dtype, buf, ir.contiguous_strides(tuple(shape)), 0)
+
+    def flush(self, buf: str) -> None:
+        """Emit the pending kernel that writes ``buf`` (after whatever it reads)."""
+        p = self.pending.pop(buf, None)
+        if p is None:
+            return
+        doc = "Fused: " + ", ".join(p.labels) + "." if p.labels else "Copy (materialise a view)."
+        w = kernels.Writer("KERNEL_NAME", doc, self.blocks)
+        w.epilogue = p.epi
+        k = p.make(w, buf)
+        for b in k.buffers:
+            if b != buf:
+                self.flush(b)
+        # name kernels in launch order, after their producers
+        words = [x.split(".")[-1].strip("()").lower() for x in p.labels][:3] or ["copy"]
+        k.name = f"k{len(self.prog.kernels)}_" + "_".join(words)
+        k.source = k.source.replace("KERNEL_NAME", k.name)
+        shape, dtype = self.shapes[buf]
+        self.prog.body.append(
+            f"{buf} = torch.empty({shape!r}, device=dev, dtype={dtype})")
+        self.prog.body.append(k.launch())
+        self.prog.kernels.append(k)
+        self.emitted.add(buf)
+
+    def flush_expr(self, *exprs: ir.Expr) -> None:
+        for e in exprs:
+            for b in ir.buffers_of(e):
+                self.flush(b)
+
+    def materialize(self, e: ir.Expr) -> ir.Load:
+        """Make ``e`` a contiguous buffer, fusing it into a pending producer when possible."""
+        if isinstance(e, ir.Load) and e.offset == 0 and _contig(e.shape, e.strides) \
+                and ir.numel(e.shape) == ir.numel(self.shapes[e.buf][0]):
+            return e
+        for buf in ir.buffers_of(e):
+            if buf in self.pending and self._fusable(e, buf) and not self._live_elsewhere(buf):
+                p = self.pending.pop(buf)
+                if p.epi is not None:  # compose: e reads buf, which is p.epi applied to the hole
+                    inner = p.epi.expr
+                    e = _substitute(e, buf, inner)
+                new = self.new_buf()
+                self.shapes[new] = (e.shape, e.dtype)
+                labels = p.labels + [x for x in self.cur_labels if x not in p.labels]
+                self.pending[new] = Pending(p.make, e.shape, e.dtype, labels,
+                                            kernels.Epilogue(e, p.base), p.base)
+                return ir.Load(e.shape, e.dtype, new, ir.contiguous_strides(e.shape), 0)
+        return self.kernel(lambda w, out, e=e: kernels.pointwise(w, e, out), e.shape, e.dtype)
+
+    def _fusable(self, e: ir.Expr, buf: str) -> bool:
+        shape = self.shapes[buf][0]
+        if ir.numel(e.shape) != ir.numel(shape):
+            return False
+        ok = True
+
+        def walk(x: ir.Expr, direct: bool) -> None:
+            nonlocal ok
+            if isinstance(x, ir.Load):
+                if x.buf == buf and not (direct and x.offset == 0 and _contig(x.shape, x.strides)):
+                    ok = False
+            elif isinstance(x, ir.Op):
+                for a in x.args:
+                    walk(a, direct and x.name not in ir.INDEX_OPS)
+            elif isinstance(x, ir.View | ir.Reshape):
+                walk(x.child, False)
+            elif isinstance(x, ir.Cat):
+                for part in x.parts:
+                    walk(part, False)
+
+        walk(e, True)
+        return ok
+
+    def _live_elsewhere(self, buf: str) -> bool:
+        """Does any value still needed after the current node read ``buf``?"""
+        for node, value in self.env.items():
+            if not any(self.pos[u] > self.cur for u in node.users):
+                continue
+            for v in _flat((value,), {}, deep=True):
+                if isinstance(v, ir.Expr) and buf in ir.buffers_of(v):
+                    return True
+        return False
+
+    def output(self, node: fx.Node):
+        (result,) = node.args
+        values = fx.node.map_arg(result, lambda n: self.env[n])
+        single = not isinstance(values, tuple | list)
+        outs = []
+        srcs = [result] if single else list(result)
+        for src, v in zip(srcs, [values] if single else list(values), strict=True):
+            if isinstance(v, Missing):
+                raise UnsupportedOperatorError("output", 0, "", f"returns {v.what}")
+            if not isinstance(v, ir.Expr):
+                raise UnsupportedOperatorError("output", 0, "", "non-tensor output")
+            self.cur_labels = list(self.labels.get(src, [])) if isinstance(src, fx.Node) else []
+            if isinstance(v, ir.Const):
+                v = ir.Op((), v.dtype, "cast", (v,), ())
+            load = self.materialize(v)
+            if not (load.offset == 0 and _contig(load.shape, load.strides)):
+                load = self.kernel(lambda w, out, e=load: kernels.pointwise(w, e, out),
+                                   load.shape, load.dtype)
+            self.flush(load.buf)
+            base_shape = self.shapes[load.buf][0]
+            outs.append(load.buf if base_shape == load.shape else f"{load.buf}.view({load.shape!r})")
+        self.prog.body.append("return " + (outs[0] if single else "(" + ", ".join(outs) + ",)"))
+        return None
+
+    # ------------------------------------------------------------ dispatch
+    def call_module(self, node: fx.Node, args, kwargs):
+        mod = self.cap.gm.get_submodule(node.target)
+        prefix = node.target
+
+        def p(name: str):
+            t = getattr(mod, name, None)
+            return None if t is None else self.param(f"{prefix}.{name}")
+
+        handler = MODULES.get(type(mod))
+        if handler is None:
+            raise Unsupported(f"module {type(mod).__name__}")
+        return handler(self, mod, p, *args, **kwargs)
+
+    def call_method(self, name: str, args, kwargs):
+        handler = METHODS.get(name)
+        if handler is None:
+            fn = getattr(torch, name, None)
+            handler = FUNCTIONS.get(fn) if fn is not None else None
+        if handler is None:
+            raise Unsupported(f"method .{name}()")
+        return handler(self, *args, **kwargs)
+
+    def call_function(self, target, args, kwargs):
+        if all(not isinstance(v, ir.Expr) for v in _flat(args, kwargs)) and target in PY_OPS:
+            return target(*args, **kwargs)
+        handler = FUNCTIONS.get(target)
+        if handler is None:
+            raise Unsupported(f"function {getattr(target, '__name__', target)}")
+        return handler(self, *args, **kwargs)
+
+    # ------------------------------------------------------------ helpers for handlers
+    def t(self, v) -> ir.Expr:
+        """A tensor-or-scalar argument as an Expr."""
+        if isinstance(v, ir.Expr):
+            return v
+        if isinstance(v, bool | int | float):
+            return ir.const(v)
+        raise Unsupported(f"argument of type {type(v).__name__}")
+
+    def reduce(self, kind: str, x: ir.Expr, dims, keepdim: bool = False, **kw) -> ir.Expr:
+        x = self.t(x)
+        rank = len(x.shape)
+        if rank == 0:
+            x = ir.reshape(x, (1,))
+            rank, dims = 1, None
+        if dims is None:
+            dims = tuple(range(rank))
+        elif isinstance(dims, int):
+            dims = (dims,)
+        dims = tuple(sorted({d % rank for d in dims}))
+        kept = tuple(s for d, s in enumerate(x.shape) if d not in dims)
+        dtype = torch.int64 if kind in ("argmax", "argmin") else (
+            x.dtype if ir.is_float(x.dtype) else torch.float32)
+        if kind in ("sum", "amax", "amin") and not ir.is_float(x.dtype):
+            raise Unsupported(f"{kind} of {x.dtype}")
+        self.flush_expr(x)
+        out = self.kernel(lambda w, o, x=x, dims=dims: kernels.rowwise(w, kind, x, dims, o, **kw),
+                          kept, dtype)
+        if keepdim:
+            return ir.reshape(out, tuple(1 if d in dims else s for d, s in enumerate(x.shape)))
+        return out
+
+    def rowfull(self, kind: str, x: ir.Expr, dims, **kw) -> ir.Expr:
+        """Softmax-like ops over ``dims`` producing a tensor of x's shape."""
+        x = self.t(x)
+        if not ir.is_float(x.dtype):
+            x = ir.cast(x, torch.float32)
+        rank = len(x.shape)
+        dims = tuple(sorted({d % max(rank, 1) for d in ((dims,) if isinstance(dims, int) else dims)}))
+        self.flush_expr(x)
+        return self.kernel(lambda w, o, x=x: kernels.rowwise(w, kind, x, dims, o, **kw), x.shape, x.dtype)
+
+    def scan(self, kind: str, x: ir.Expr, dim: int) -> ir.Expr:
+        x = self.t(x)
+        if not ir.is_float(x.dtype):
+            raise Unsupported(f"{kind} of {x.dtype}")
+        if len(x.shape) == 0:
+            return x
+        dim = dim % len(x.shape)
+        self.flush_expr(x)
+        return self.kernel(lambda w, o, x=x: kernels.scan(w, kind, x, dim, o), x.shape, x.dtype)
+
+    def as_torch(self, e: ir.Expr) -> str:
+        """A torch view expression for an Expr (hybrid mode): strided view of a buffer."""
+        if not isinstance(e, ir.Load):
+            e = self.materialize(e)
+        self.flush(e.buf)
+        base_shape = self.shapes[e.buf][0]
+        if e.offset == 0 and _contig(e.shape, e.strides) and base_shape == e.shape:
+            return e.buf
+        return f"{e.buf}.as_strided({e.shape!r}, {tuple(e.strides)!r}, {e.offset})"
+
+    def torch_call(self, code: str, shape: ir.Shape, dtype: torch.dtype) -> ir.Load:
+        buf = self.new_buf()
+        self.prog.body.append(f"{buf} = {code}")
+        self.shapes[buf] = (tuple(shape), dtype)
+        self.emitted.add(buf)
+        return ir.Load(tuple(shape), dtype, buf, ir.contiguous_strides(tuple(shape)), 0)
+
+
+def _contig(shape: ir.Shape, strides: tuple[int, ...]) -> bool:
+    want = ir.contiguous_strides(shape)
+    return all(s == w for s, w, n in zip(strides, want, shape, strict=True) if n != 1)
+
+
+def _flat(args, kwargs, deep: bool = False):
+    """Leaves of nested args; structseq results (torch.max, cummax) only when ``deep``."""
+    out = []
+
+    def rec(v):
+        if type(v) in (tuple, list) or (deep and isinstance(v, tuple)):
+            for x in v:
+                rec(x)
+        elif isinstance(v, dict):
+            for x in v.values():
+                rec(x)
+        else:
+            out.append(v)
+
+    rec(args)
+    rec(kwargs)
+    return out
+
+
+def _substitute(e: ir.Expr, buf: str, inner: ir.Expr) -> ir.Expr:
+    """Replace direct identity loads of ``buf`` in ``e`` by ``inner`` (same linear order)."""
+    memo: dict[int, ir.Expr] = {}
+
+    def rec(x: ir.Expr) -> ir.Expr:
+        if id(x) in memo:
+            return memo[id(x)]
+        if isinstance(x, ir.Load) and x.buf == buf:
+            out = ir.reshape(inner, x.shape)
+        elif isinstance(x, ir.Op):
+            out = ir.Op(x.shape, x.dtype, x.name, tuple(rec(a) for a in x.args), x.params)
+        else:
+            out = x
+        memo[id(x)] = out
+        return out
+
+    return rec(e)
+
+
+PY_OPS = {operator.add, operator.sub, operator.mul, operator.truediv, operator.floordiv,
+          operator.getitem, operator.neg, operator.pow, getattr, operator.mod}
+
+# handler tables, filled by drtriton.compiler.ops
+FUNCTIONS: dict[object, Callable] = {}
+METHODS: dict[str, Callable] = {}
+MODULES: dict[type, Callable] = {}
+
+__all__ = ["Lowering", "Program", "Unsupported", "Missing", "FUNCTIONS", "METHODS", "MODULES",
+           "math", "F"]
