@@ -1,0 +1,126 @@
+"""Judge throughput: verdicts per second and per-candidate overhead with a warm pool.
+
+    PYTHONPATH=src python3 benchmarks/bench_judge.py [--device cpu|cuda] [--n 12] [--workers 2]
+
+Overhead = mean wall time of one verdict (one worker, sequential, warm pool) minus the candidate's
+own run time (import + build + the same trials, measured in a forked child of a warm process with
+no judge around it). Writes benchmarks/results/judge_throughput_<device>.json.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import json
+import os
+import platform
+import statistics
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "src"))
+
+
+def _args() -> argparse.Namespace:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--device", default="cpu")
+    p.add_argument("--n", type=int, default=12)
+    p.add_argument("--workers", type=int, default=2)
+    p.add_argument("--out", type=Path, default=ROOT / "benchmarks" / "results")
+    return p.parse_args()
+
+
+ARGS = _args()
+if ARGS.device == "cpu":
+    os.environ["TRITON_INTERPRET"] = "1"  # before triton is imported, like the sandbox
+
+import torch  # noqa: E402
+import triton  # noqa: E402
+
+from drtriton.judge import JudgeConfig, JudgePool  # noqa: E402
+from drtriton.judge.core import run_reference  # noqa: E402
+
+CASES = ROOT / "tests" / "judge_cases"
+PAIRS = [("ref_add_relu.py", "legit_add_relu.py"), ("ref_softmax.py", "legit_softmax.py"),
+         ("ref_linear.py", "legit_linear.py")]
+
+
+def own_run_time(ref: str, cand: str, config: JudgeConfig) -> float:
+    """Seconds to exec the candidate, build it and run the trials, in a fresh forked child."""
+    device = config.resolved_device()
+    inputs = run_reference(ref, config, device, [1 + k for k in range(config.trials)], 0).inputs
+    read, write = os.pipe()
+    pid = os.fork()
+    if pid == 0:
+        t0 = time.perf_counter()
+        module: dict = {}
+        exec(compile(cand, "candidate", "exec"), module)
+        torch.manual_seed(0)
+        model = module["ModelNew"](*run_reference(ref, config, device, [1], 0).init_inputs).to(device)
+        with torch.no_grad():
+            for xs in inputs:
+                model(*[x.to(device).clone() if isinstance(x, torch.Tensor) else x for x in xs])
+        if device != "cpu":
+            torch.cuda.synchronize()
+        os.write(write, str(time.perf_counter() - t0).encode())
+        os._exit(0)
+    os.close(write)
+    value = float(os.read(read, 100).decode())
+    os.waitpid(pid, 0)
+    return value
+
+
+def main() -> None:
+    config = JudgeConfig(device=ARGS.device, seed=0, timeout_s=120)
+    sources = [((CASES / r).read_text(), (CASES / c).read_text()) for r, c in PAIRS]
+    own = {c: statistics.median(own_run_time(*s, config) for _ in range(3))
+           for (_, c), s in zip(PAIRS, sources, strict=True)}
+    rows = {}
+    t0 = time.perf_counter()
+    with JudgePool(config, workers=1) as pool:
+        start_s = time.perf_counter() - t0
+        for (_, cand), (ref_src, cand_src) in zip(PAIRS, sources, strict=True):
+            pool.verify(ref_src, cand_src)  # warm the pool's caches for this pair
+            walls = []
+            for _ in range(max(3, ARGS.n // len(PAIRS))):
+                t = time.perf_counter()
+                verdict = pool.verify(ref_src, cand_src)
+                walls.append(time.perf_counter() - t)
+                assert verdict.status == "correct", verdict.reason
+            rows[cand] = {"verdict_wall_s": statistics.mean(walls), "own_run_s": own[cand],
+                          "overhead_s": statistics.mean(walls) - own[cand], "n": len(walls)}
+    batch = [sources[i % len(sources)] for i in range(ARGS.n)]
+    with JudgePool(config, workers=ARGS.workers) as pool:
+        pool.verify_many(batch[: ARGS.workers])
+        t = time.perf_counter()
+        verdicts = pool.verify_many(batch)
+        elapsed = time.perf_counter() - t
+    assert all(v.status == "correct" for v in verdicts)
+    result = {
+        "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+        "device": ARGS.device,
+        "machine": {"cpu_count": os.cpu_count(), "platform": platform.platform(),
+                    "processor": platform.processor(),
+                    "gpu": torch.cuda.get_device_name() if ARGS.device != "cpu" else None},
+        "versions": {"python": platform.python_version(), "torch": torch.__version__,
+                     "triton": triton.__version__},
+        "pool_start_s": start_s,
+        "sequential_one_worker": rows,
+        "mean_overhead_s": statistics.mean(r["overhead_s"] for r in rows.values()),
+        "concurrent": {"workers": ARGS.workers, "verdicts": len(batch), "wall_s": elapsed,
+                       "verdicts_per_s": len(batch) / elapsed},
+    }
+    ARGS.out.mkdir(parents=True, exist_ok=True)
+    path = ARGS.out / f"judge_throughput_{ARGS.device}.json"
+    path.write_text(json.dumps(result, indent=1))
+    for cand, r in rows.items():
+        print(f"{cand:<20} verdict {r['verdict_wall_s']:.3f} s  own run {r['own_run_s']:.3f} s  "
+              f"overhead {r['overhead_s']:.3f} s")
+    print(f"pool start {start_s:.2f} s; {ARGS.workers} workers: "
+          f"{result['concurrent']['verdicts_per_s']:.2f} verdicts/s; wrote {path}")
+
+
+if __name__ == "__main__":
+    main()
