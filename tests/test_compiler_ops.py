@@ -10,6 +10,7 @@ import os
 os.environ.setdefault("TRITON_INTERPRET", "1")
 
 import pytest  # noqa: E402
+
 from compiler_cases.harness import check  # noqa: E402
 from compiler_cases.ops61 import CASES, source  # noqa: E402
 
