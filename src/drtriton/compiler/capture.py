@@ -39,7 +39,11 @@ def node_line(node: fx.Node, lines: list[str]) -> tuple[int, str]:
     """(line number, text) of the reference source line that created ``node``."""
     trace = node.stack_trace or ""
     found = re.findall(rf'File "<{FILENAME}>", line (\d+)', trace)
-    if not found:
+    if not found:  # some nodes (getattr on results) carry no trace: use their input's line
+        for m in node.all_input_nodes:
+            n, text = node_line(m, lines)
+            if n:
+                return n, text
         return 0, ""
     n = int(found[-1])
     return n, lines[n - 1].strip() if 0 < n <= len(lines) else ""

@@ -77,6 +77,8 @@ def _label(node: fx.Node, gm: fx.GraphModule) -> str:
     if node.op == "call_method":
         return f".{node.target}()"
     t = node.target
+    if t is getattr and len(node.args) > 1:
+        return f".{node.args[1]}"
     mod = getattr(t, "__module__", "") or ""
     name = getattr(t, "__name__", str(t))
     if mod.startswith("torch.nn.functional"):
@@ -101,6 +103,8 @@ class Lowering:
         self.pos = {n: i for i, n in enumerate(self.nodes)}
         self.cur = 0
         self.cur_labels: list[str] = []
+        self.cur_args: list[ir.Expr] = []  # tensor args of the node being lowered
+        self.extra_live: list[ir.Expr] = []  # other outputs, while lowering the output node
         self.counter = 0
 
     # ------------------------------------------------------------ driver
@@ -131,6 +135,7 @@ class Lowering:
         for v in _flat(args, kwargs):
             if isinstance(v, Missing):
                 raise Unsupported(f"uses {v.what}")
+        self.cur_args = [v for v in _flat(args, kwargs, deep=True) if isinstance(v, ir.Expr)]
         self.cur_labels = []
         for m in node.all_input_nodes:  # lazy inputs fuse into whatever consumes this node
             if not isinstance(self.env.get(m), ir.Load | ir.Const):
@@ -241,7 +246,7 @@ class Lowering:
                 and ir.numel(e.shape) == ir.numel(self.shapes[e.buf][0]):
             return e
         for buf in ir.buffers_of(e):
-            if buf in self.pending and self._fusable(e, buf) and not self._live_elsewhere(buf):
+            if buf in self.pending and self._fusable(e, buf) and not self._live_elsewhere(buf, e):
                 p = self.pending.pop(buf)
                 if p.epi is not None:  # compose: e reads buf, which is p.epi applied to the hole
                     inner = p.epi.expr
@@ -277,8 +282,12 @@ class Lowering:
         walk(e, True)
         return ok
 
-    def _live_elsewhere(self, buf: str) -> bool:
-        """Does any value still needed after the current node read ``buf``?"""
+    def _live_elsewhere(self, buf: str, e: ir.Expr) -> bool:
+        """Does any value still needed, other than ``e`` itself, read ``buf``?"""
+        inside = _reachable(e)
+        others = [a for a in self.cur_args if id(a) not in inside] + self.extra_live
+        if any(buf in ir.buffers_of(a) for a in others):
+            return True
         for node, value in self.env.items():
             if not any(self.pos[u] > self.cur for u in node.users):
                 continue
@@ -293,11 +302,15 @@ class Lowering:
         single = not isinstance(values, tuple | list)
         outs = []
         srcs = [result] if single else list(result)
-        for src, v in zip(srcs, [values] if single else list(values), strict=True):
+        vals = [values] if single else list(values)
+        self.cur_args = []
+        for i, (src, v) in enumerate(zip(srcs, vals, strict=True)):
+            line, text = node_line(src, self.cap.lines) if isinstance(src, fx.Node) else (0, "")
             if isinstance(v, Missing):
-                raise UnsupportedOperatorError("output", 0, "", f"returns {v.what}")
+                raise UnsupportedOperatorError(_label(src, self.cap.gm), line, text, f"returns {v.what}")
             if not isinstance(v, ir.Expr):
-                raise UnsupportedOperatorError("output", 0, "", "non-tensor output")
+                raise UnsupportedOperatorError("output", line, text, "non-tensor output")
+            self.extra_live = [o for j, o in enumerate(vals) if j > i and isinstance(o, ir.Expr)]
             self.cur_labels = list(self.labels.get(src, [])) if isinstance(src, fx.Node) else []
             if isinstance(v, ir.Const):
                 v = ir.Op((), v.dtype, "cast", (v,), ())
@@ -415,6 +428,23 @@ class Lowering:
 def _contig(shape: ir.Shape, strides: tuple[int, ...]) -> bool:
     want = ir.contiguous_strides(shape)
     return all(s == w for s, w, n in zip(strides, want, shape, strict=True) if n != 1)
+
+
+def _reachable(e: ir.Expr) -> set[int]:
+    seen: set[int] = set()
+    stack = [e]
+    while stack:
+        x = stack.pop()
+        if id(x) in seen:
+            continue
+        seen.add(id(x))
+        if isinstance(x, ir.Op):
+            stack.extend(x.args)
+        elif isinstance(x, ir.View | ir.Reshape):
+            stack.append(x.child)
+        elif isinstance(x, ir.Cat):
+            stack.extend(x.parts)
+    return seen
 
 
 def _flat(args, kwargs, deep: bool = False):

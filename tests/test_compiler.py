@@ -1,0 +1,229 @@
+"""Compiler unit tests: IR view folding, errors, emitted file structure, fusion, CUDA emission.
+
+Run: .venv/bin/python -m pytest -q tests/test_compiler.py   (Triton interpreter, a few seconds)
+"""
+
+from __future__ import annotations
+
+import ast
+import os
+
+os.environ.setdefault("TRITON_INTERPRET", "1")
+
+import dataclasses  # noqa: E402
+
+import pytest  # noqa: E402
+import torch  # noqa: E402
+
+from compiler_cases.harness import check, program  # noqa: E402
+from compiler_cases.ops61 import source  # noqa: E402
+from compiler_cases.realworld import CASES  # noqa: E402
+from drtriton.compiler import (  # noqa: E402
+    CompilerConfig,
+    UnsupportedOperatorError,
+    compile_program,
+    ir,  # noqa: E402
+)
+
+# ---------------------------------------------------------------- IR
+
+
+def _materialise(e: ir.Load, base: torch.Tensor) -> torch.Tensor:
+    return torch.as_strided(base, e.shape, e.strides, e.offset)
+
+
+@pytest.mark.parametrize(
+    "steps",
+    [
+        [("permute", (2, 0, 1)), ("reshape", (5, 12))],
+        [("transpose", (0, 1)), ("slice", (slice(1, 3), slice(None, None, 2)))],
+        [("reshape", (3, 20)), ("broadcast", (2, 3, 20)), ("permute", (1, 2, 0))],
+        [("slice", (0,)), ("reshape", (20,))],
+    ],
+)
+def test_views_fold_into_strides_like_torch(steps):
+    base = torch.arange(60.0)
+    t = base.view(3, 4, 5)
+    e: ir.Expr = ir.Load((3, 4, 5), torch.float32, "x", (20, 5, 1), 0)
+    for kind, argv in steps:
+        if kind == "permute":
+            t, e = t.permute(*argv), ir.permute(e, argv)
+        elif kind == "transpose":
+            t, e = t.transpose(*argv), ir.transpose(e, *argv)
+        elif kind == "reshape":
+            t, e = t.reshape(argv), ir.reshape(e, argv)
+        elif kind == "broadcast":
+            t, e = t.expand(argv), ir.broadcast_to(e, argv)
+        elif kind == "slice":
+            from drtriton.compiler.lowerings import _index
+
+            t, e = t[argv], _index(e, argv)
+    assert e.shape == tuple(t.shape)
+    if isinstance(e, ir.Load):
+        assert torch.equal(_materialise(e, base), t)
+    else:  # a reshape that needs a copy stays an index remapping
+        assert isinstance(e, ir.Reshape)
+
+
+def test_reshape_of_transposed_needs_remap():
+    e = ir.transpose(ir.Load((3, 4), torch.float32, "x", (4, 1), 0), 0, 1)
+    assert isinstance(ir.reshape(e, (12,)), ir.Reshape)
+
+
+# ---------------------------------------------------------------- config and errors
+
+
+def test_config_is_frozen_and_validated():
+    cfg = CompilerConfig()
+    assert (cfg.mode, cfg.device) == ("strict", "cpu")
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        cfg.mode = "hybrid"  # type: ignore[misc]
+    with pytest.raises(ValueError):
+        CompilerConfig(mode="fast")
+    with pytest.raises(ValueError):
+        CompilerConfig(device="tpu")
+
+
+@pytest.mark.parametrize(
+    "body, op",
+    [
+        ("return torch.sort(a, dim=1).values", "sort"),
+        ("y = torch.relu(a)\nreturn torch.fft.fft(y)", "fft"),
+        ("return a[a > 0]", "getitem"),
+        ("return F.dropout(a, p=0.5, training=True)", "dropout"),
+        ("return torch.cummax(a, dim=1).indices", "cummax"),
+    ],
+)
+def test_unsupported_operator_names_op_and_line(body, op):
+    src = program(body, [(3, 5)])
+    with pytest.raises(UnsupportedOperatorError) as info:
+        compile_program(src, CompilerConfig())
+    err = info.value
+    assert isinstance(err, ValueError)
+    assert op in str(err)
+    assert err.line > 0 and err.text and err.text in src.splitlines()[err.line - 1]
+
+
+# ---------------------------------------------------------------- emitted file
+
+
+def _imports(candidate: str) -> set[str]:
+    names = set()
+    for node in ast.walk(ast.parse(candidate)):
+        if isinstance(node, ast.Import):
+            names |= {a.name for a in node.names}
+        elif isinstance(node, ast.ImportFrom):
+            names.add(node.module or "")
+    return names
+
+
+def _forward_statements(candidate: str) -> list[ast.stmt]:
+    tree = ast.parse(candidate)
+    cls = next(n for n in tree.body if isinstance(n, ast.ClassDef) and n.name == "ModelNew")
+    fwd = next(n for n in cls.body if isinstance(n, ast.FunctionDef) and n.name == "forward")
+    return fwd.body
+
+
+def _allowed(stmt: ast.stmt) -> bool:
+    """Allocation, .contiguous(), .device, a kernel launch ``k[grid](...)``, or return of views."""
+    if isinstance(stmt, ast.Return):
+        return "torch." not in ast.unparse(stmt)
+    value = stmt.value if isinstance(stmt, ast.Assign | ast.Expr) else None
+    if isinstance(value, ast.Attribute):
+        return value.attr == "device"
+    if not isinstance(value, ast.Call):
+        return False
+    func = value.func
+    if isinstance(func, ast.Subscript):  # kernel[grid](...)
+        return isinstance(func.value, ast.Name) and func.value.id.startswith("k")
+    text = ast.unparse(func)
+    return text == "torch.empty" or text.endswith(".contiguous")
+
+
+@pytest.mark.parametrize("name", sorted(CASES))
+def test_strict_forward_only_allocates_views_and_launches(name):
+    candidate = compile_program(CASES[name], CompilerConfig(mode="strict"))
+    assert _imports(candidate) == {"torch", "triton", "triton.language"}
+    for stmt in _forward_statements(candidate):
+        assert _allowed(stmt), ast.unparse(stmt)
+
+
+def test_every_kernel_has_a_docstring_naming_ops():
+    candidate = compile_program(CASES["attention_scores"], CompilerConfig())
+    tree = ast.parse(candidate)
+    kernels = [n for n in tree.body if isinstance(n, ast.FunctionDef) and n.name.startswith("k")]
+    assert kernels
+    for k in kernels:
+        doc = ast.get_docstring(k) or ""
+        assert doc.startswith("Fused:") and ("torch." in doc or "nn." in doc or "F." in doc)
+
+
+def test_cuda_emission_carries_autotune_and_parses():
+    for src in (CASES["attention_scores"], CASES["conv_relu_bias"], source("cumsum")):
+        candidate = compile_program(src, CompilerConfig(device="cuda"))
+        ast.parse(candidate)
+        assert "@triton.autotune(" in candidate
+        assert "lambda META" in candidate
+
+
+def test_seeded_init_matches_reference_parameters():
+    from compiler_cases.harness import run_pair
+
+    src = CASES["mlp_mish_hardswish"]
+    want, got = run_pair(src, compile_program(src, CompilerConfig()), seed=7)
+    torch.testing.assert_close(got[0], want[0], atol=1e-5, rtol=1e-5)
+
+
+# ---------------------------------------------------------------- fusion
+
+
+def test_elementwise_chain_with_broadcast_is_one_kernel():
+    src = program("x = torch.add(a, b)\ny = torch.sigmoid(x)\nz = torch.mul(y, c)\nreturn F.silu(z)",
+                  [(3, 4, 5), (5,), (4, 1)])
+    assert check(src).count("@triton.jit") == 1
+
+
+def test_reduction_epilogue_and_prologue_fuse():
+    # exp prologue into the sum; the division epilogue into the same kernel
+    src = program("s = torch.sum(torch.exp(a), dim=1)\nreturn torch.div(s, 3.0)", [(4, 9)])
+    assert check(src).count("@triton.jit") == 1
+
+
+def test_producer_with_two_consumers_is_not_fused_away():
+    src = program("y = torch.matmul(a, b)\nreturn torch.relu(y), torch.add(y, 1.0)", [(5, 6), (6, 7)])
+    check(src)
+
+
+def test_views_between_ops_are_index_arithmetic():
+    src = program("x = torch.transpose(a, -2, -1)\ny = x.reshape(2, 15)\nreturn torch.relu(y)",
+                  [(2, 5, 3)])
+    candidate = check(src)
+    assert candidate.count("@triton.jit") == 1
+
+
+def test_diamond_graph_and_shared_subexpressions():
+    src = program("x = torch.tanh(a)\ny = torch.mul(x, x)\nz = torch.sum(y, dim=0)\nreturn torch.add(x, z)",
+                  [(6, 5)])
+    check(src)
+
+
+def test_hybrid_keeps_matmul_in_torch_and_fuses_epilogue():
+    candidate = check(CASES["linear_gelu"], mode="hybrid")
+    assert "torch.matmul(" in candidate
+    assert candidate.count("@triton.jit") == 1
+
+
+def test_convert_command_writes_and_verifies(tmp_path):
+    from drtriton.compiler.convert import convert
+
+    ref = tmp_path / "prog.py"
+    ref.write_text(source("softmax"))
+    out = tmp_path / "cand.py"
+    messages: list[str] = []
+    assert convert(str(ref), str(out), device="cpu", verify=False, echo=messages.append) == 0
+    assert "class ModelNew" in out.read_text()
+    bad = tmp_path / "bad.py"
+    bad.write_text(program("return torch.sort(a, dim=0).values", [(3, 4)]))
+    assert convert(str(bad), str(tmp_path / "x.py"), device="cpu", echo=messages.append) == 2
+    assert "sort" in messages[-1] and "line" in messages[-1]
+    assert convert(str(tmp_path / "missing.py"), device="cpu", echo=messages.append) == 2
