@@ -190,7 +190,9 @@ class Writer:
             p = self.ptr(e.buf)
             if not any(s != 0 and n != 1 and i != "0" for i, s, n in zip(idx, e.strides, e.shape, strict=True)):
                 return f"tl.load({p} + {e.offset})"
-            return f"tl.load({p} + {' + '.join(terms)}, mask={mask}, other=0)"
+            # where(): the offset takes the mask's block shape even when every index is a
+            # scalar (batch or group ids), and masked lanes never form an out-of-range address
+            return f"tl.load({p} + tl.where({mask}, {' + '.join(terms)}, 0), mask={mask}, other=0)"
         if isinstance(e, ir.Op):
             args = [self.ev(a, idx, mask, subst) for a in e.args]
             return self._op(e, args, idx)
