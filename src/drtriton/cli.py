@@ -104,5 +104,22 @@ def ops() -> None:
     Console().print(f"{len(OPS)} operators")
 
 
+@app.command()
+def convert(
+    program: Path = typer.Argument(..., help="KernelBench-format PyTorch program (.py)."),
+    out: Path = typer.Option(None, "-o", "--out", help="Candidate file (default: PROGRAM_triton.py)."),
+    device: str = typer.Option("auto", help="auto | cpu (Triton interpreter) | cuda."),
+    mode: str = typer.Option("strict", help="strict (all compute in Triton) | hybrid (conv/matmul may use torch)."),
+) -> None:
+    """Compile a program to Triton with the built-in compiler and verify it with the judge."""
+    from drtriton.compiler.convert import convert as run_convert
+
+    if mode not in ("strict", "hybrid"):
+        fail(f"--mode must be strict or hybrid, got {mode!r}")
+    code = run_convert(str(program), str(out) if out else None, device, mode,
+                       echo=lambda m: console.print(m, highlight=False, markup=False))
+    raise typer.Exit(code)
+
+
 if __name__ == "__main__":
     app()
