@@ -33,6 +33,7 @@ from ortools.sat.python import cp_model
 from drtriton.ops import OPS, SCALES, Applied, ShapeBuilder, TensorVar, get_op
 
 MAX_LEVEL = 64
+OPS_REDRAW_EVERY = 10  # failed draws before a drawn level (>= 3) picks new operators
 
 
 class SynthError(ValueError):
@@ -53,7 +54,7 @@ class SynthConfig:
     )
     device: str = "cpu"  # where "run" checks execute
     max_attempts: int = 100  # draws per program before giving up
-    solver_budget: float = 0.2  # CP-SAT deterministic time per solve (machine independent)
+    solver_budget: float | None = None  # CP-SAT deterministic time per solve; None: per scale
     start_index: int = 0  # first program index (lets a run be resumed or sharded)
 
     def validate(self) -> None:
@@ -67,6 +68,10 @@ class SynthConfig:
             raise SynthError(f"unknown check {self.check!r}; choose auto, run, meta or none")
         if self.workers < 1:
             raise SynthError(f"workers must be at least 1, got {self.workers}")
+
+    def budget(self) -> float:
+        # Most solves finish in a few thousandths; a draw that thrashes is cheaper to redraw.
+        return self.solver_budget or {"small": 0.05}.get(self.scale, 0.25)
 
     def check_mode(self) -> str:
         if self.check != "auto":
@@ -391,12 +396,14 @@ def synthesize_one(config: SynthConfig, index: int) -> SynthResult:
     """Program ``index`` of the run: the first draw that solves and passes the filters."""
     rejected: Counter[str] = Counter()
     mode = config.check_mode()
-    op_rng = program_rng(config, index, -1)
-    op_names = level_ops(config.level, index, op_rng)
     halvings = 0
     for attempt in range(config.max_attempts):
+        if attempt % OPS_REDRAW_EVERY == 0:
+            # Sweep levels keep their operators; drawn levels redraw them now and then, since
+            # some sequences are degenerate whatever the shapes (LogSigmoid then ReLU is zero).
+            op_names = level_ops(config.level, index, program_rng(config, index, -1 - attempt))
         rng = program_rng(config, index, attempt)
-        draft = draw_program(op_names, config.scale, rng, config.solver_budget, halvings)
+        draft = draw_program(op_names, config.scale, rng, config.budget(), halvings)
         # A timeout usually means the FLOP floor is out of reach but not provably so: the next
         # draw starts one halving lower (the published generator's relaxation, made persistent).
         halvings += draft == "timeout"

@@ -1,0 +1,85 @@
+"""Benchmark bookkeeping shared by the scripts in ``benchmarks/``.
+
+Every result file records the machine, library versions, git commit and date next to the numbers,
+and README tables are generated from those files (``python benchmarks/report.py``), never typed.
+"""
+
+from __future__ import annotations
+
+import csv
+import datetime
+import json
+import os
+import platform
+import re
+import subprocess
+from collections.abc import Sequence
+from pathlib import Path
+
+
+def _cpu_model() -> str:
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine()
+
+
+def _git_commit(root: Path) -> str | None:
+    try:
+        out = subprocess.run(
+            ["git", "rev-parse", "--short", "HEAD"], cwd=root, capture_output=True, text=True
+        )
+    except OSError:
+        return None
+    return out.stdout.strip() or None
+
+
+def machine_record(root: Path | None = None) -> dict:
+    """Where and with what a benchmark ran."""
+    import torch
+
+    record = {
+        "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+        "host_cpu": _cpu_model(),
+        "cpu_count": os.cpu_count(),
+        "platform": platform.platform(),
+        "python": platform.python_version(),
+        "torch": torch.__version__,
+        "gpu": torch.cuda.get_device_name(0) if torch.cuda.is_available() else None,
+        "git_commit": _git_commit(root or Path(__file__).resolve().parents[2]),
+    }
+    for name in ("triton", "ortools"):
+        try:
+            record[name] = __import__(name).__version__
+        except Exception:  # a missing optional library is recorded as absent
+            record[name] = None
+    return record
+
+
+def write_results(path: Path, rows: Sequence[dict], meta: dict) -> None:
+    """``path``.json holds meta + rows; ``path``.csv the rows alone."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.with_suffix(".json").write_text(
+        json.dumps({"machine": meta, "rows": list(rows)}, indent=2) + "\n"
+    )
+    with path.with_suffix(".csv").open("w", newline="") as f:
+        writer = csv.DictWriter(f, fieldnames=list(rows[0]))
+        writer.writeheader()
+        writer.writerows(rows)
+
+
+def markdown_table(rows: Sequence[dict], columns: Sequence[str]) -> str:
+    lines = ["| " + " | ".join(columns) + " |", "|" + "---|" * len(columns)]
+    lines += ["| " + " | ".join(str(r[c]) for c in columns) + " |" for r in rows]
+    return "\n".join(lines)
+
+
+def replace_block(text: str, name: str, body: str) -> str:
+    """Replace the text between ``<!-- bench:NAME -->`` and ``<!-- /bench:NAME -->``."""
+    pattern = re.compile(rf"(<!-- bench:{name} -->\n).*?(<!-- /bench:{name} -->)", re.S)
+    if not pattern.search(text):
+        raise ValueError(f"README has no <!-- bench:{name} --> block")
+    return pattern.sub(lambda m: m.group(1) + body + "\n" + m.group(2), text)
