@@ -20,6 +20,7 @@ from pathlib import Path
 import torch
 
 from drtriton.bench import machine_record, write_results
+from drtriton.ops import SCALES
 from drtriton.synth import SynthConfig, iter_synthesize
 
 RESULTS = Path(__file__).resolve().parent / "results" / "synth_rate"
@@ -29,10 +30,13 @@ def measure(level: int, scale: str, num: int, device: str, seed: int) -> dict:
     config = SynthConfig(level=level, num=num, seed=seed, scale=scale, device=device)
     rejected: Counter[str] = Counter()
     attempts = 0
+    in_band = 0
+    band_lo = SCALES[scale].flops_lo
     started, cpu_started = time.perf_counter(), time.process_time()
     for result in iter_synthesize(config):
         rejected.update(result.rejected)
         attempts += result.program.attempts
+        in_band += result.program.flops >= band_lo
     elapsed = time.perf_counter() - started
     cpu = time.process_time() - cpu_started  # robust to other load on a shared machine
     return {
@@ -45,6 +49,7 @@ def measure(level: int, scale: str, num: int, device: str, seed: int) -> dict:
         "cpu_seconds": round(cpu, 2),
         "programs_per_cpu_s": round(num / cpu, 2),
         "draws_per_program": round(attempts / num, 2),
+        "frac_in_flop_band": round(in_band / num, 2),
         "rejected": " ".join(f"{k}={v}" for k, v in sorted(rejected.items())) or "-",
     }
 

@@ -30,6 +30,7 @@ def synth_block() -> str | None:
             "programs_per_cpu_s",
             "programs_per_s",
             "draws_per_program",
+            "frac_in_flop_band",
             "rejected",
         ],
     )

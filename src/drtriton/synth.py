@@ -71,7 +71,7 @@ class SynthConfig:
 
     def budget(self) -> float:
         # Most solves finish in a few thousandths; a draw that thrashes is cheaper to redraw.
-        return self.solver_budget or {"small": 0.05}.get(self.scale, 0.25)
+        return self.solver_budget or {"small": 0.05}.get(self.scale, 0.1)
 
     def check_mode(self) -> str:
         if self.check != "auto":
