@@ -27,14 +27,18 @@ def _cpu_model() -> str:
     return platform.processor() or platform.machine()
 
 
+def _git(root: Path, *args: str) -> str:
+    return subprocess.run(["git", *args], cwd=root, capture_output=True, text=True).stdout.strip()
+
+
 def _git_commit(root: Path) -> str | None:
+    """HEAD's short hash, marked -dirty when tracked files differ from it."""
     try:
-        out = subprocess.run(
-            ["git", "rev-parse", "--short", "HEAD"], cwd=root, capture_output=True, text=True
-        )
+        commit = _git(root, "rev-parse", "--short", "HEAD")
+        dirty = _git(root, "status", "--porcelain", "-uno")
     except OSError:
         return None
-    return out.stdout.strip() or None
+    return (commit + "-dirty" if dirty else commit) or None
 
 
 def machine_record(root: Path | None = None) -> dict:
