@@ -1,0 +1,128 @@
+"""Warm-up pairs: run a teacher on programs and keep only judge-verified answers.
+
+Rejection sampling: the teacher writes ``samples`` answers per program (the compiler is
+deterministic, so one), each parsed answer is judged, and the first correct one per program is
+written as a pair with its verdict. Output: one JSON record a line with ``program_id``, ``level``,
+``source`` (the PyTorch program), ``answer`` (the assistant text the SFT stage trains on),
+``teacher`` and ``verdict``.
+
+    drtriton pairs --programs programs.jsonl --out pairs.jsonl --teacher compiler --device cpu
+"""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+from dataclasses import dataclass
+from pathlib import Path
+
+from drtriton.policy import (
+    AnswerParseError,
+    CompilerPolicy,
+    OpenAIPolicy,
+    Policy,
+    Sampling,
+    parse_answer,
+)
+
+
+@dataclass(frozen=True)
+class PairsConfig:
+    programs: str
+    out: str
+    teacher: str = "compiler"  # compiler | openai
+    samples: int = 4  # answers per program for LLM teachers (the compiler gives one)
+    device: str = "auto"  # judge device (and the compiler's kernel flavour)
+    judge_workers: int | None = None
+    judge_preset: str = "hardened"
+    openai_url: str = ""
+    openai_model: str = ""
+    temperature: float = 0.6
+    max_new_tokens: int = 4096
+
+    def validate(self) -> None:
+        if self.teacher not in ("compiler", "openai"):
+            raise ValueError(f"teacher must be compiler or openai, got {self.teacher!r}")
+        if self.teacher == "openai" and not (self.openai_url and self.openai_model):
+            raise ValueError("the openai teacher needs --openai-url and --openai-model")
+        if self.samples < 1:
+            raise ValueError("samples must be at least 1")
+
+
+def read_programs(path: str | Path) -> list[dict]:
+    """Program records (JSONL with at least ``source``; ``id`` and ``level`` when present)."""
+    rows = []
+    with Path(path).open() as f:
+        for number, line in enumerate(f, 1):
+            if not line.strip():
+                continue
+            try:
+                row = json.loads(line)
+            except json.JSONDecodeError as exc:
+                raise ValueError(f"{path}:{number}: not JSON ({exc.msg})") from None
+            if not isinstance(row, dict) or not isinstance(row.get("source"), str):
+                raise ValueError(f"{path}:{number}: record has no 'source' string")
+            row.setdefault("id", f"line{number}")
+            row.setdefault("level", 1)
+            rows.append(row)
+    if not rows:
+        raise ValueError(f"{path}: no programs")
+    return rows
+
+
+def make_teacher(config: PairsConfig, device: str) -> tuple[Policy, int]:
+    if config.teacher == "compiler":
+        return CompilerPolicy(device="cuda" if device.startswith("cuda") else "cpu"), 1
+    return OpenAIPolicy(config.openai_url, config.openai_model), config.samples
+
+
+def run_pairs(config: PairsConfig, progress=None) -> dict:
+    """Write verified pairs to ``config.out``; returns counts by outcome.
+
+    ``progress(done, total)`` is called after each program's answers are judged.
+    """
+    from drtriton.judge import JudgeConfig, JudgePool
+
+    config.validate()
+    programs = read_programs(config.programs)
+    judge_config = JudgeConfig(device=config.device, preset=config.judge_preset, time_compile=False)
+    device = judge_config.resolved_device()
+    teacher, n = make_teacher(config, device)
+    sampling = Sampling(temperature=config.temperature, max_new_tokens=config.max_new_tokens)
+    counts: Counter[str] = Counter()
+    out = Path(config.out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    with JudgePool(judge_config, config.judge_workers) as pool, out.open("w") as f:
+        for done, program in enumerate(programs, 1):
+            answers = teacher.generate([program["source"]], n, sampling)[0]
+            pair = _first_verified(pool, program, list(dict.fromkeys(answers)), counts)
+            if pair is not None:
+                pair["teacher"] = config.teacher
+                f.write(json.dumps(pair, sort_keys=True) + "\n")
+                f.flush()
+                counts["pairs"] += 1
+            if progress:
+                progress(done, len(programs))
+    counts["programs"] = len(programs)
+    return dict(counts)
+
+
+def _first_verified(pool, program: dict, answers: list[str], counts: Counter) -> dict | None:
+    candidates = []
+    for answer in answers:
+        try:
+            candidates.append((answer, parse_answer(answer)))
+        except AnswerParseError:
+            counts["unparsed"] += 1
+    verdicts = pool.verify_many([(program["source"], c) for _, c in candidates])
+    for (answer, _), verdict in zip(candidates, verdicts, strict=True):
+        counts[verdict.status] += 1
+        if verdict.ok:
+            return {
+                "program_id": program["id"],
+                "level": program["level"],
+                "source": program["source"],
+                "answer": answer,
+                "verdict": verdict.to_dict(),
+            }
+    return None

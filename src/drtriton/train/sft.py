@@ -1,0 +1,126 @@
+"""Supervised warm-up on verified pairs with TRL's ``SFTTrainer`` (loss on the answer only).
+
+Each pair becomes a conversational prompt-completion example: the prompt is
+``drtriton.policy.build_messages(source)`` (the same prompt RL and inference use), the completion
+is the teacher's answer. TRL masks the prompt tokens (``completion_only_loss``). With ``lora``
+the adapters are merged at the end, so ``out`` is always a plain checkpoint directory.
+Multi-GPU: run under ``accelerate launch --config_file configs/accelerate_*.yaml`` (docs/training.md).
+
+    drtriton sft --model runs/tiny --pairs pairs.jsonl --out runs/sft --max-steps 20
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+
+from drtriton.policy import build_messages
+
+
+@dataclass(frozen=True)
+class SFTRunConfig:
+    model: str
+    pairs: str
+    out: str
+    max_steps: int = -1  # -1: whole epochs
+    epochs: float = 1.0
+    batch_size: int = 4
+    grad_accum: int = 1
+    lr: float = 1e-5
+    max_length: int = 8192
+    lora: bool = False
+    lora_rank: int = 16
+    seed: int = 0
+    bf16: bool | None = None  # None: on when CUDA is available
+
+
+def read_pairs(path: str | Path) -> list[dict]:
+    """Pair records with ``source`` and ``answer`` strings."""
+    rows = []
+    with Path(path).open() as f:
+        for number, line in enumerate(f, 1):
+            if not line.strip():
+                continue
+            try:
+                row = json.loads(line)
+            except json.JSONDecodeError as exc:
+                raise ValueError(f"{path}:{number}: not JSON ({exc.msg})") from None
+            if not all(isinstance(row.get(k), str) for k in ("source", "answer")):
+                raise ValueError(f"{path}:{number}: a pair needs 'source' and 'answer' strings")
+            rows.append(row)
+    if not rows:
+        raise ValueError(f"{path}: no pairs")
+    return rows
+
+
+def to_dataset(pairs: list[dict]):
+    from datasets import Dataset
+
+    return Dataset.from_list(
+        [
+            {
+                "prompt": build_messages(p["source"]),
+                "completion": [{"role": "assistant", "content": p["answer"]}],
+            }
+            for p in pairs
+        ]
+    )
+
+
+def run_sft(config: SFTRunConfig) -> dict:
+    """Train and save to ``config.out``; returns the final training metrics."""
+    import torch
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+    from trl import SFTConfig, SFTTrainer
+
+    dataset = to_dataset(read_pairs(config.pairs))
+    tokenizer = AutoTokenizer.from_pretrained(config.model)
+    cuda = torch.cuda.is_available()
+    bf16 = cuda if config.bf16 is None else config.bf16
+    model = AutoModelForCausalLM.from_pretrained(
+        config.model, dtype=torch.bfloat16 if bf16 else torch.float32
+    )
+    args = SFTConfig(
+        output_dir=str(Path(config.out) / "trainer"),
+        max_steps=config.max_steps,
+        num_train_epochs=config.epochs,
+        per_device_train_batch_size=config.batch_size,
+        gradient_accumulation_steps=config.grad_accum,
+        learning_rate=config.lr,
+        max_length=config.max_length,
+        completion_only_loss=True,
+        packing=False,
+        logging_steps=1,
+        save_strategy="no",
+        report_to=[],
+        seed=config.seed,
+        bf16=bf16,
+        use_cpu=not cuda,
+        dataloader_num_workers=0,
+        disable_tqdm=False,
+    )
+    peft_config = None
+    if config.lora:
+        from peft import LoraConfig
+
+        peft_config = LoraConfig(
+            r=config.lora_rank, lora_alpha=2 * config.lora_rank, target_modules="all-linear",
+            task_type="CAUSAL_LM",
+        )
+    trainer = SFTTrainer(
+        model=model, args=args, train_dataset=dataset, processing_class=tokenizer,
+        peft_config=peft_config,
+    )
+    result = trainer.train()
+    trained = trainer.model
+    if config.lora:
+        trained = trained.merge_and_unload()  # a plain checkpoint for RL and inference
+    out = Path(config.out)
+    if trainer.accelerator.is_main_process:
+        trained.save_pretrained(out)
+        tokenizer.save_pretrained(out)
+        with (out / "sft_metrics.jsonl").open("w") as f:
+            for row in trainer.state.log_history:
+                f.write(json.dumps(row) + "\n")
+    return dict(result.metrics)
