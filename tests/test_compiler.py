@@ -227,3 +227,12 @@ def test_convert_command_writes_and_verifies(tmp_path):
     assert convert(str(bad), str(tmp_path / "x.py"), device="cpu", echo=messages.append) == 2
     assert "sort" in messages[-1] and "line" in messages[-1]
     assert convert(str(tmp_path / "missing.py"), device="cpu", echo=messages.append) == 2
+
+
+def test_inplace_ops_rebind_the_mutated_tensor_and_refuse_aliasing():
+    check(program("y = torch.mul(a, 2.0)\ny.add_(b)\nreturn F.relu(y, inplace=True)", [(3, 4), (4,)]))
+    check(program("y = torch.mul(a, 2.0)\nz = F.relu(y, inplace=True)\nreturn z + y", [(3, 4)]))
+    check(program("y = torch.mul(a, 2.0)\nw = y * 3.0\ny.clamp_(min=0.1)\nreturn y, w", [(3, 4)]))
+    with pytest.raises(UnsupportedOperatorError, match="in-place"):
+        compile_program(program("y = torch.mul(a, 2.0)\nv = y.view(-1)\ny.add_(1.0)\nreturn v",
+                                [(3, 4)]), CompilerConfig())

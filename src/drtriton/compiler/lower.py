@@ -143,6 +143,7 @@ class Lowering:
         own = _label(node, self.cap.gm)
         if node.op != "get_attr" and own not in self.cur_labels:
             self.cur_labels.append(own)
+        mutated = self.check_inplace(node)
         if node.op == "get_attr":
             value = self.param(node.target)
         elif node.op == "call_module":
@@ -152,12 +153,34 @@ class Lowering:
         else:
             value = self.call_function(node.target, args, kwargs)
         value = self.check(node, value)
+        if mutated is not None:
+            self.env[mutated] = value
         self.labels[node] = self.cur_labels
         if isinstance(value, ir.Expr) and not ir.is_cheap(value):
             if len(node.users) > 1 or ir.count_nodes(value) > self.config.max_fused_nodes:
                 value = self.materialize(value)
                 self.labels[node] = []
         return value
+
+    def check_inplace(self, node: fx.Node) -> fx.Node | None:
+        """An in-place op is lowered functionally, then the mutated tensor is rebound to the
+        result (later readers see the update). Refused where the tensor aliases another one.
+        Returns the node to rebind, if any."""
+        inplace = node.kwargs.get("inplace") is True
+        if node.op == "call_module":
+            inplace = inplace or getattr(self.cap.gm.get_submodule(node.target), "inplace", False)
+        elif node.op == "call_method":
+            inplace = inplace or (node.target.endswith("_") and not node.target.startswith("_"))
+        elif node.op == "call_function":
+            inplace = inplace or node.target in (operator.iadd, operator.isub, operator.imul,
+                                                 operator.itruediv)
+        first = node.args[0] if node.args else None
+        if not inplace or not isinstance(first, fx.Node):
+            return None
+        aliases = [first] + [u for u in first.users if u is not node and _is_view(u)]
+        if _is_view(first) or len(aliases) > 1:
+            raise Unsupported("in-place update of a view (aliasing is not modelled)")
+        return first
 
     def check(self, node: fx.Node, value):
         meta = node.meta.get("tensor_meta")
@@ -339,6 +362,8 @@ class Lowering:
         return handler(self, mod, p, *args, **kwargs)
 
     def call_method(self, name: str, args, kwargs):
+        if name.endswith("_") and not name.startswith("_"):
+            name = name[:-1]  # in-place variant; check_inplace made sure it is safe
         handler = METHODS.get(name)
         if handler is None:
             fn = getattr(torch, name, None)
@@ -428,6 +453,23 @@ class Lowering:
 def _contig(shape: ir.Shape, strides: tuple[int, ...]) -> bool:
     want = ir.contiguous_strides(shape)
     return all(s == w for s, w, n in zip(strides, want, shape, strict=True) if n != 1)
+
+
+VIEW_METHODS = {"view", "reshape", "view_as", "reshape_as", "transpose", "permute", "t", "squeeze",
+                "unsqueeze", "expand", "expand_as", "narrow", "flatten", "unflatten", "chunk",
+                "split", "unbind", "contiguous", "detach", "swapaxes", "swapdims", "as_strided"}
+VIEW_FUNCTIONS = {operator.getitem, getattr, torch.reshape, torch.transpose, torch.permute,
+                  torch.squeeze, torch.unsqueeze, torch.flatten, torch.narrow, torch.chunk,
+                  torch.split, torch.t, torch.swapaxes, torch.unbind}
+
+
+def _is_view(node: fx.Node) -> bool:
+    if node.op == "call_method":
+        return node.target in VIEW_METHODS
+    if node.op == "call_function":
+        return node.target in VIEW_FUNCTIONS
+    return node.op == "call_module" and type(node.graph.owning_module.get_submodule(node.target)) in (
+        torch.nn.Flatten, torch.nn.Unflatten, torch.nn.Identity)
 
 
 def _reachable(e: ir.Expr) -> set[int]:
