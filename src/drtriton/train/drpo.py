@@ -94,6 +94,11 @@ def sequence_scores(token_logps: torch.Tensor, mask: torch.Tensor) -> torch.Tens
     return (token_logps * mask).sum(-1) / mask.sum(-1).clamp(min=1.0)
 
 
+def kl_coefficient(kl: float, beta: float, delta: float) -> float:
+    """beta * [kl - delta]_+ : the (constant) factor of the trust-region penalty."""
+    return beta * max(0.0, kl - delta)
+
+
 def trust_region_penalty(
     token_logps: torch.Tensor,
     old_token_logps: torch.Tensor,
@@ -107,29 +112,32 @@ def trust_region_penalty(
     """
     mask = mask.to(token_logps.dtype)
     kl = ((old_token_logps.detach() - token_logps) * mask).sum() / mask.sum().clamp(min=1.0)
-    coef = beta * torch.clamp(kl.detach() - delta, min=0.0)
-    return coef * kl, kl.detach()
+    return kl_coefficient(float(kl), beta, delta) * kl, kl.detach()
 
 
-def grpo_loss(
-    token_logps: torch.Tensor,
-    old_token_logps: torch.Tensor,
-    mask: torch.Tensor,
-    rewards: torch.Tensor,
-    group: torch.Tensor,
-    clip_eps: float = 0.2,
-) -> torch.Tensor:
-    """GRPO (the ablation baseline): group-normalised advantages, PPO-clipped token ratios,
-    token mean per answer, mean over answers. Groups with equal rewards have zero advantage.
-    """
-    rewards = rewards.to(token_logps.dtype)
+def grpo_advantages(rewards: torch.Tensor, group: torch.Tensor) -> torch.Tensor:
+    """GRPO advantages: rewards normalised within each program's group (zero when all equal)."""
+    rewards = rewards.to(torch.float32)
     adv = torch.zeros_like(rewards)
     for g in torch.unique(group):
         sel = group == g
         r = rewards[sel]
         std = r.std(unbiased=False) if r.numel() > 1 else r.new_zeros(())
         adv[sel] = (r - r.mean()) / (std + 1e-4)
+    return adv
+
+
+def grpo_loss(
+    token_logps: torch.Tensor,
+    old_token_logps: torch.Tensor,
+    mask: torch.Tensor,
+    advantages: torch.Tensor,
+    clip_eps: float = 0.2,
+) -> torch.Tensor:
+    """GRPO (the ablation baseline): PPO-clipped token ratios times the answer's advantage,
+    token mean per answer, mean over answers (separable per answer, so it can be micro-batched).
+    """
     ratio = torch.exp(token_logps - old_token_logps.detach())
-    a = adv[:, None]
+    a = advantages.to(token_logps.dtype)[:, None]
     per_token = -torch.minimum(ratio * a, torch.clamp(ratio, 1 - clip_eps, 1 + clip_eps) * a)
     return sequence_scores(per_token, mask).mean()
