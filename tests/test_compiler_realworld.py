@@ -11,7 +11,8 @@ os.environ.setdefault("TRITON_INTERPRET", "1")
 
 import pytest  # noqa: E402
 
-from compiler_cases.harness import check  # noqa: E402
+from compiler_cases.extra import CASES as EXTRA  # noqa: E402
+from compiler_cases.harness import check, program  # noqa: E402
 from compiler_cases.realworld import CASES  # noqa: E402
 
 
@@ -34,3 +35,9 @@ def test_constructor_matches_reference_parameters():
     candidate = check(CASES["residual_layernorm"])
     assert "self.proj = torch.nn.Linear(d, d)" in candidate
     assert "self.norm = torch.nn.LayerNorm(d)" in candidate
+
+
+@pytest.mark.parametrize("name", sorted(EXTRA))
+def test_extra_forms_strict(name):
+    body, shapes = EXTRA[name]
+    check(program(body, shapes))
