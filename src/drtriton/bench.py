@@ -9,11 +9,13 @@ from __future__ import annotations
 import csv
 import datetime
 import json
+import math
 import os
 import platform
 import re
 import subprocess
 from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
 
 
@@ -87,3 +89,276 @@ def replace_block(text: str, name: str, body: str) -> str:
     if not pattern.search(text):
         raise ValueError(f"README has no <!-- bench:{name} --> block")
     return pattern.sub(lambda m: m.group(1) + body + "\n" + m.group(2), text)
+
+
+# ============================================================================ the benchmark suite
+# Synthetic suites use this seed, which training never uses (``drtriton.train`` refuses it), so
+# benchmark programs are held out by construction.
+HELD_OUT_SEED = 1_000_003
+FAST_P = (0.0, 1.0, 1.5, 2.0)
+
+
+@dataclass(frozen=True)
+class Problem:
+    id: str
+    level: int
+    source: str
+    ops: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class BenchConfig:
+    """One benchmark run: which problems, which policy, which judge settings."""
+
+    suite: str = "synthetic"  # synthetic | kernelbench
+    levels: tuple[int, ...] = (1, 2, 5, 20)
+    num: int = 10  # programs per level (synthetic) or at most this many per level (kernelbench)
+    scale: str = "small"
+    seed: int = HELD_OUT_SEED
+    programs: str | None = None  # a synthesized JSONL to use instead of synthesizing here
+    path: str | None = None  # KernelBench checkout (suite kernelbench)
+    policy: str = "compiler"
+    search: bool = False
+    mode: str = "strict"
+    preset: str = "hardened"
+    device: str = "auto"
+    max_fragment_ops: int = 4
+    timeout_s: float = 300.0
+
+
+def synthetic_problems(config: BenchConfig) -> list[Problem]:
+    """Held-out synthetic programs: from ``config.programs`` or synthesized now."""
+    from drtriton.synth import SynthConfig, read_jsonl, synthesize
+
+    if config.programs:
+        records = [p for p in read_jsonl(config.programs) if p.level in config.levels]
+    else:
+        records = []
+        for level in config.levels:
+            records += synthesize(
+                SynthConfig(level=level, num=config.num, seed=config.seed, scale=config.scale)
+            )
+    return [
+        Problem(f"L{p.level}-{p.index}-{p.id}", p.level, p.source, tuple(p.ops)) for p in records
+    ]
+
+
+def kernelbench_problems(
+    path: str | Path, levels: Sequence[int], limit: int | None = None
+) -> list[Problem]:
+    """Problems of a KernelBench checkout (``KernelBench/level{N}/{i}_{name}.py``), numeric order.
+
+    ``path`` may be the checkout's root, its ``KernelBench`` folder or a level folder. The project
+    ships no KernelBench data: evaluation only.
+    """
+    root = Path(path)
+    problems = []
+    for level in levels:
+        folder = next(
+            (
+                d
+                for d in (root / "KernelBench" / f"level{level}", root / f"level{level}", root)
+                if d.is_dir() and any(d.glob("*.py"))
+            ),
+            None,
+        )
+        if folder is None:
+            raise FileNotFoundError(f"no KernelBench level{level} folder under {root}")
+        files = sorted(
+            folder.glob("*.py"),
+            key=lambda f: (
+                int(f.name.split("_")[0]) if f.name.split("_")[0].isdigit() else 1 << 30,
+                f.name,
+            ),
+        )
+        for f in files[:limit]:
+            problems.append(Problem(f"L{level}-{f.stem}", level, f.read_text()))
+    return problems
+
+
+def fast_p(rows: Sequence[dict], key: str, p: float) -> float | None:
+    """KernelBench's fast_p: fraction of ALL problems that are correct and have speedup > p."""
+    if not rows:
+        return None
+    if p > 0 and any(r["status"] == "correct" and r.get(key) is None for r in rows):
+        return None  # untimed (CPU): only fast_0 = accuracy is defined
+    hits = sum(r["status"] == "correct" and (p == 0 or r[key] > p) for r in rows)
+    return hits / len(rows)
+
+
+def geomean_speedup(rows: Sequence[dict], key: str) -> float | None:
+    """Geometric-mean speedup over the correct problems (None when nothing was timed)."""
+    values = [r[key] for r in rows if r["status"] == "correct" and r.get(key)]
+    if not values:
+        return None
+    return math.exp(sum(math.log(v) for v in values) / len(values))
+
+
+def summarize(rows: Sequence[dict]) -> dict:
+    """Accuracy, fast_p against eager and torch.compile, geometric means."""
+    out: dict = {"problems": len(rows), "correct": sum(r["status"] == "correct" for r in rows)}
+    out["accuracy"] = out["correct"] / len(rows) if rows else None
+    for base in ("eager", "compile"):
+        key = f"speedup_{base}"
+        for p in FAST_P:
+            out[f"fast_{p:g}_{base}"] = fast_p(rows, key, p)
+        out[f"geomean_{base}"] = geomean_speedup(rows, key)
+    return out
+
+
+def _row(problem: Problem, verdict, chosen: str, wall_s: float, reason: str = "") -> dict:
+    v = verdict.to_dict() if verdict is not None else {}
+    return {
+        "id": problem.id,
+        "level": problem.level,
+        "ops": " ".join(problem.ops),
+        "status": v.get("status", "no_candidate"),
+        "reason": (v.get("reason") or reason)[:300],
+        "runtime_ms": v.get("runtime_ms"),
+        "eager_ms": v.get("eager_ms"),
+        "compile_ms": v.get("compile_ms"),
+        "speedup_eager": v.get("speedup_eager"),
+        "speedup_compile": v.get("speedup_compile"),
+        "suspicious": v.get("suspicious", False),
+        "chosen": chosen,
+        "wall_s": round(wall_s, 3),
+    }
+
+
+def solve_problem(problem: Problem, config: BenchConfig, pool) -> dict:
+    """Produce a candidate for one problem with the configured policy and judge it."""
+    import time
+
+    from drtriton.compiler import CompilerConfig, compile_program
+
+    started = time.perf_counter()
+    device = pool.config.resolved_device()
+    if config.search:
+        from drtriton.search import SearchConfig, search
+
+        search_config = SearchConfig(
+            device=device,
+            mode=config.mode,
+            preset=config.preset,
+            max_fragment_ops=config.max_fragment_ops,
+        )
+        report = search(problem.source, search_config, pool=pool)
+        return _row(
+            problem,
+            report.verdict,
+            report.chosen,
+            time.perf_counter() - started,
+            "; ".join(report.notes),
+        )
+    try:
+        compiler = CompilerConfig(
+            mode=config.mode, device="cuda" if device.startswith("cuda") else "cpu"
+        )
+        candidate = compile_program(problem.source, compiler)
+    except Exception as exc:  # the policy produced nothing: counted as not correct
+        return _row(
+            problem, None, "none", time.perf_counter() - started, f"{type(exc).__name__}: {exc}"
+        )
+    return _row(
+        problem, pool.verify(problem.source, candidate), "whole", time.perf_counter() - started
+    )
+
+
+def run_bench(config: BenchConfig, out: Path, on_row=None) -> dict:
+    """Run (or resume) a benchmark; writes OUT (report JSON), OUT.rows.jsonl, OUT.csv, OUT.png."""
+    from drtriton.judge import JudgeConfig, JudgePool
+    from drtriton.judge.core import environment_record
+
+    if config.suite == "synthetic":
+        problems = synthetic_problems(config)
+    elif config.suite == "kernelbench":
+        if not config.path:
+            raise ValueError("the kernelbench suite needs --path to a KernelBench checkout")
+        problems = kernelbench_problems(config.path, config.levels, config.num)
+    else:
+        raise ValueError(f"unknown suite {config.suite!r}; use synthetic or kernelbench")
+    rows_path = out.with_name(out.name + ".rows.jsonl")
+    done = {}
+    if rows_path.exists():  # resume: problems already judged are kept
+        done = {r["id"]: r for r in map(json.loads, rows_path.read_text().splitlines()) if r}
+    judge_config = JudgeConfig(
+        preset=config.preset, mode=config.mode, device=config.device, timeout_s=config.timeout_s
+    )
+    with JudgePool(judge_config) as pool, rows_path.open("a") as rows_file:
+        for problem in problems:
+            if problem.id not in done:
+                row = solve_problem(problem, config, pool)
+                rows_file.write(json.dumps(row) + "\n")
+                rows_file.flush()
+                done[problem.id] = row
+            if on_row is not None:
+                on_row(done[problem.id], len(problems))
+    rows = [done[p.id] for p in problems]
+    environment = environment_record(judge_config, judge_config.resolved_device())
+    return write_report(config, rows, out, environment)
+
+
+def write_report(config: BenchConfig, rows: list[dict], out: Path, environment: dict) -> dict:
+    levels = sorted({r["level"] for r in rows})
+    report = {
+        "machine": machine_record(),
+        "judge_environment": environment,
+        "config": {k: getattr(config, k) for k in config.__dataclass_fields__},
+        "summary": {
+            f"level{lv}": summarize([r for r in rows if r["level"] == lv]) for lv in levels
+        },
+        "rows": rows,
+    }
+    report["summary"]["all"] = summarize(rows)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps(report, indent=2) + "\n")
+    if rows:
+        with out.with_suffix(".csv").open("w", newline="") as f:
+            writer = csv.DictWriter(f, fieldnames=list(rows[0]))
+            writer.writeheader()
+            writer.writerows(rows)
+    plot_speedups(rows, out.with_suffix(".png"))
+    return report
+
+
+def plot_speedups(rows: Sequence[dict], path: Path) -> bool:
+    """Histogram of per-problem speedups (log scale) per level; False when nothing was timed."""
+    timed = [r for r in rows if r["status"] == "correct" and r.get("speedup_eager")]
+    if not timed:
+        return False
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        return False
+    fig, axes = plt.subplots(1, 2, figsize=(10, 3.5), sharey=True)
+    for ax, base in zip(axes, ("eager", "compile"), strict=True):
+        for level in sorted({r["level"] for r in timed}):
+            values = [
+                math.log2(r[f"speedup_{base}"])
+                for r in timed
+                if r["level"] == level and r.get(f"speedup_{base}")
+            ]
+            ax.hist(values, bins=20, alpha=0.5, label=f"level {level}")
+        ax.axvline(0, color="k", lw=0.8)
+        ax.set_xlabel(f"log2 speedup over {'eager' if base == 'eager' else 'torch.compile'}")
+        ax.legend()
+    axes[0].set_ylabel("problems")
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+    return True
+
+
+def summary_table(report: dict) -> str:
+    """Markdown table of a report's per-level metrics."""
+
+    def fmt(x):
+        return "n/a" if x is None else (f"{x:.2f}" if isinstance(x, float) else str(x))
+
+    cols = ["problems", "accuracy", "fast_1_eager", "fast_1.5_eager", "fast_2_eager", "geomean_eager",
+            "fast_1_compile", "geomean_compile"]  # fmt: skip
+    rows = [{"level": k, **{c: fmt(v.get(c)) for c in cols}} for k, v in report["summary"].items()]
+    return markdown_table(rows, ["level", *cols])

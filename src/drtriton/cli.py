@@ -121,5 +121,174 @@ def convert(
     raise typer.Exit(code)
 
 
+# ----------------------------------------------------------------------------- training
+def _run_training(fn, *args) -> None:
+    """Run a training command body; its UsageError becomes one line and exit status 2."""
+    from drtriton.train.commands import UsageError
+
+    try:
+        fn(*args, console)
+    except UsageError as exc:
+        fail(str(exc))
+
+
+@app.command("init-model")
+def init_model(
+    out: Path = typer.Option(..., help="Output directory (model + tokenizer)."),
+    preset: str = typer.Option("tiny", help="tiny (hidden 64, 2 layers) | small (hidden 256, 4 layers)."),
+    seed: int = typer.Option(0, help="Initialisation seed."),
+) -> None:
+    """Create a random Qwen2-architecture model and an offline-built tokenizer."""
+    from drtriton.train.commands import init_model_command
+
+    _run_training(init_model_command, preset, out, seed)
+
+
+@app.command()
+def pairs(
+    programs: Path = typer.Option(..., help="Programs JSONL (drtriton synth output)."),
+    out: Path = typer.Option(..., help="Output pairs JSONL (judge-verified answers only)."),
+    teacher: str = typer.Option("compiler", help="compiler | openai."),
+    samples: int = typer.Option(4, help="Answers per program for LLM teachers."),
+    device: str = typer.Option("auto", help="Judge device: auto | cpu | cuda | cuda:N."),
+    judge_workers: int = typer.Option(None, help="Parallel judge sandboxes (default: per device)."),
+    openai_url: str = typer.Option("", help="OpenAI-compatible base URL, e.g. http://127.0.0.1:8000/v1."),
+    openai_model: str = typer.Option("", help="Model name at that endpoint."),
+    temperature: float = typer.Option(0.6, help="Sampling temperature (LLM teachers)."),
+) -> None:
+    """Run a teacher on programs and keep only judge-verified answers (warm-up pairs)."""
+    from drtriton.train.commands import pairs_command
+    from drtriton.train.pairs import PairsConfig
+
+    _check_writable(out)
+    config = PairsConfig(str(programs), str(out), teacher, samples, device, judge_workers,
+                         openai_url=openai_url, openai_model=openai_model, temperature=temperature)
+    _run_training(pairs_command, config)
+
+
+@app.command()
+def sft(
+    model: Path = typer.Option(..., help="Model directory (Hugging Face checkpoint)."),
+    pairs: Path = typer.Option(..., help="Pairs JSONL (drtriton pairs output)."),
+    out: Path = typer.Option(..., help="Output model directory."),
+    max_steps: int = typer.Option(-1, help="Optimizer steps (-1: one epoch)."),
+    batch_size: int = typer.Option(4, help="Per-device batch size."),
+    lr: float = typer.Option(1e-5, help="Learning rate."),
+    max_length: int = typer.Option(8192, help="Longest training sequence (tokens)."),
+    lora: bool = typer.Option(False, help="Train LoRA adapters (merged into the saved model)."),
+) -> None:
+    """Supervised warm-up with TRL's SFTTrainer (loss on the answer only)."""
+    from drtriton.train.commands import sft_command
+    from drtriton.train.sft import SFTRunConfig
+
+    config = SFTRunConfig(str(model), str(pairs), str(out), max_steps=max_steps,
+                          batch_size=batch_size, lr=lr, max_length=max_length, lora=lora)
+    _run_training(sft_command, config)
+
+
+@app.command()
+def rl(
+    model: Path = typer.Option(..., help="Model directory (Hugging Face checkpoint)."),
+    programs: Path = typer.Option(..., help="Programs JSONL with levels (drtriton synth output)."),
+    out: Path = typer.Option(..., help="Run directory: metrics.jsonl and checkpoint/."),
+    max_steps: int = typer.Option(100, help="RL steps."),
+    programs_per_step: int = typer.Option(4, help="Programs per step."),
+    n: int = typer.Option(8, help="Answers per program."),
+    objective: str = typer.Option("drpo", help="drpo | grpo (ablation)."),
+    lr: float = typer.Option(1e-6, help="Learning rate."),
+    tau: float = typer.Option(10.0, help="DRPO temperature of the incorrect-set log-sum-exp."),
+    lam: float = typer.Option(1.0, help="DRPO speed-weight temperature lambda."),
+    all_correct: str = typer.Option("drop", help="drop | speed: keep the speed signal of all-correct groups."),
+    max_new_tokens: int = typer.Option(2048, help="Longest sampled answer."),
+    levels: str = typer.Option("1,2,5", help="Curriculum levels, in order."),
+    advance_at: float = typer.Option(0.5, help="Rolling correctness rate that advances the level."),
+    window: int = typer.Option(8, help="Steps in the rolling correctness rate."),
+    teacher_mix: int = typer.Option(0, help="Compiler answers mixed into each group (tests, tiny models)."),
+    device: str = typer.Option("auto", help="auto | cpu | cuda | cuda:N (policy and judge)."),
+    judge_workers: int = typer.Option(None, help="Parallel judge sandboxes."),
+    save_every: int = typer.Option(1, help="Checkpoint every N steps."),
+    seed: int = typer.Option(0, help="Run seed."),
+    resume: bool = typer.Option(False, help="Continue from OUT/checkpoint."),
+) -> None:
+    """Curriculum RL with DRPO: sample, judge, update; metrics.jsonl and resumable checkpoints."""
+    from drtriton.train.commands import rl_command
+    from drtriton.train.rl import RLConfig
+
+    try:
+        level_list = tuple(int(x) for x in levels.split(",") if x.strip())
+    except ValueError:
+        fail(f"--levels must be comma-separated integers, got {levels!r}")
+    config = RLConfig(
+        str(model), str(programs), str(out), max_steps=max_steps, programs_per_step=programs_per_step,
+        n=n, max_new_tokens=max_new_tokens, objective=objective, tau=tau, lam=lam,
+        all_correct=all_correct, lr=lr, levels=level_list, advance_at=advance_at, window=window,
+        device=device, judge_workers=judge_workers, teacher_mix=teacher_mix, save_every=save_every,
+        seed=seed, resume=resume,
+    )
+    _run_training(rl_command, config)
+
+
+# ----------------------------------------------------------------------------- benchmarks
+def _int_list(text: str, option: str) -> tuple[int, ...]:
+    try:
+        values = tuple(int(x) for x in text.split(",") if x.strip())
+    except ValueError:
+        values = ()
+    if not values:
+        fail(f"{option} must be comma-separated integers, got {text!r}")
+    return values
+
+
+@app.command()
+def bench(
+    out: Path = typer.Option(..., help="Report JSON (rows, CSV and plot are written beside it)."),
+    suite: str = typer.Option("synthetic", help="synthetic | kernelbench."),
+    levels: str = typer.Option("1,2,5,20", help="Levels, comma-separated."),
+    num: int = typer.Option(10, help="Programs per level (kernelbench: at most this many)."),
+    scale: str = typer.Option("small", help="Synthetic scale: small | gpu."),
+    programs: Path = typer.Option(None, help="Use these synthesized programs (JSONL) instead of synthesizing."),
+    path: Path = typer.Option(None, help="KernelBench checkout (suite kernelbench)."),
+    policy: str = typer.Option("compiler", help="Candidate policy: compiler."),
+    search: bool = typer.Option(False, help="Use test-time fragment search."),
+    mode: str = typer.Option("strict", help="strict | hybrid (judge and compiler)."),
+    preset: str = typer.Option("hardened", help="Judge preset: hardened | kernelbench | kernelbench-v0.1."),
+    device: str = typer.Option("auto", help="auto | cpu | cuda."),
+    seed: int = typer.Option(None, help="Synthetic seed (default: the held-out benchmark seed)."),
+) -> None:
+    """Benchmark a policy: accuracy, fast_p against eager and torch.compile, geomean speedups."""
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+    from drtriton.bench import HELD_OUT_SEED, BenchConfig, run_bench, summary_table
+
+    if suite not in ("synthetic", "kernelbench"):
+        fail(f"--suite must be synthetic or kernelbench, got {suite!r}")
+    if suite == "kernelbench" and (path is None or not path.exists()):
+        fail("--suite kernelbench needs --path to an existing KernelBench checkout")
+    if policy != "compiler":
+        fail(f"unknown --policy {policy!r}; available: compiler")
+    if programs is not None and not programs.exists():
+        fail(f"--programs: no such file {programs}")
+    _check_writable(out)
+    config = BenchConfig(
+        suite=suite, levels=_int_list(levels, "--levels"), num=num, scale=scale,
+        seed=HELD_OUT_SEED if seed is None else seed, programs=str(programs) if programs else None,
+        path=str(path) if path else None, policy=policy, search=search, mode=mode, preset=preset,
+        device=device,
+    )  # fmt: skip
+    columns = (TextColumn("bench"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(), TextColumn("{task.fields[last]}"))
+    with Progress(*columns, console=console) as progress:
+        task = progress.add_task("bench", total=None, last="")
+
+        def on_row(row: dict, total: int) -> None:
+            progress.update(task, advance=1, total=total, last=f"{row['id']}: {row['status']}")
+
+        try:
+            report = run_bench(config, out, on_row)
+        except (ValueError, FileNotFoundError) as exc:
+            fail(str(exc))
+    typer.echo(summary_table(report))
+    console.print(f"report: {out} (rows: {out.name}.rows.jsonl, {out.with_suffix('.csv').name})")
+
+
 if __name__ == "__main__":
     app()
