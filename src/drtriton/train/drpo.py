@@ -112,7 +112,7 @@ def trust_region_penalty(
     """
     mask = mask.to(token_logps.dtype)
     kl = ((old_token_logps.detach() - token_logps) * mask).sum() / mask.sum().clamp(min=1.0)
-    return kl_coefficient(float(kl), beta, delta) * kl, kl.detach()
+    return kl_coefficient(float(kl.detach()), beta, delta) * kl, kl.detach()
 
 
 def grpo_advantages(rewards: torch.Tensor, group: torch.Tensor) -> torch.Tensor:

@@ -1,0 +1,124 @@
+"""The bodies of the training commands (``drtriton init-model | pairs | sft | rl``).
+
+``cli.py`` declares the options and calls these; each returns normally or raises ``UsageError``
+with one line for the user (the CLI prints it and exits 2).
+"""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+
+class UsageError(ValueError):
+    """Bad input: the CLI shows the message on one line and exits with status 2."""
+
+
+def _need_file(path: Path, what: str) -> None:
+    if not path.is_file():
+        raise UsageError(f"{what} {path} does not exist or is not a file")
+
+
+def _need_model(path: Path) -> None:
+    if not (path / "config.json").is_file():
+        raise UsageError(f"{path} is not a model directory (no config.json); see drtriton init-model")
+
+
+def _check_device(device: str) -> None:
+    import torch
+
+    if device not in ("auto", "cpu", "cuda") and not device.startswith("cuda:"):
+        raise UsageError(f"--device must be auto, cpu, cuda or cuda:N, got {device!r}")
+    if device.startswith("cuda") and not torch.cuda.is_available():
+        raise UsageError(f"--device {device} requested but no CUDA GPU is visible")
+
+
+def init_model_command(preset: str, out: Path, seed: int, console: Console) -> None:
+    from drtriton.train.model import PRESETS, init_model
+
+    if preset not in PRESETS:
+        raise UsageError(f"unknown preset {preset!r}; choose from {', '.join(PRESETS)}")
+    if out.exists() and not out.is_dir():
+        raise UsageError(f"{out} exists and is not a directory")
+    path = init_model(out, preset, seed)
+    console.print(f"wrote a random {preset} Qwen2 model and its tokenizer to {path}")
+
+
+def pairs_command(config, console: Console) -> None:
+    from drtriton.train.pairs import run_pairs
+
+    _need_file(Path(config.programs), "programs file")
+    _check_device(config.device)
+    try:
+        config.validate()
+    except ValueError as exc:
+        raise UsageError(str(exc)) from None
+    columns = (TextColumn("pairs"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn())
+    with Progress(*columns, console=console) as progress:
+        task = progress.add_task("pairs", total=None)
+
+        def advance(done: int, total: int) -> None:
+            progress.update(task, completed=done, total=total)
+
+        try:
+            counts = run_pairs(config, advance)
+        except ValueError as exc:
+            raise UsageError(str(exc)) from None
+    detail = ", ".join(f"{k}={v}" for k, v in sorted(counts.items()))
+    console.print(f"wrote {counts.get('pairs', 0)} verified pairs to {config.out} ({detail})")
+
+
+def sft_command(config, console: Console) -> None:
+    from drtriton.train.sft import read_pairs, run_sft
+
+    _need_model(Path(config.model))
+    _need_file(Path(config.pairs), "pairs file")
+    try:
+        read_pairs(config.pairs)
+    except ValueError as exc:
+        raise UsageError(str(exc)) from None
+    metrics = run_sft(config)
+    loss = metrics.get("train_loss")
+    console.print(f"saved the SFT model to {config.out} (train_loss={loss})")
+
+
+def rl_command(config, console: Console) -> None:
+    from drtriton.train.pairs import read_programs
+    from drtriton.train.rl import run_rl
+
+    _need_model(Path(config.model))
+    _need_file(Path(config.programs), "programs file")
+    _check_device(config.device)
+    try:
+        config.validate()
+        read_programs(config.programs)
+    except ValueError as exc:
+        raise UsageError(str(exc)) from None
+    columns = (
+        TextColumn("rl"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+        TextColumn("{task.fields[info]}"),
+    )
+    with Progress(*columns, console=console) as progress:
+        task = progress.add_task("rl", total=config.max_steps, info="")
+
+        def on_step(m: dict) -> None:
+            info = (
+                f"L{m['level']} loss={_fmt(m['loss'])} kl={_fmt(m['kl'])} "
+                f"correct={m['correct_rate']:.2f} signal={m['frac_groups_with_signal']:.2f}"
+            )
+            progress.update(task, completed=m["step"], info=info)
+
+        try:
+            rows = run_rl(config, on_step)
+        except ValueError as exc:
+            raise UsageError(str(exc)) from None
+    last = rows[-1]["step"] if rows else "none"
+    console.print(f"RL done (last step {last}); metrics in {config.out}/metrics.jsonl, "
+                  f"checkpoint in {config.out}/checkpoint")
+
+
+def _fmt(x: float | None) -> str:
+    return "nan" if x is None or not math.isfinite(x) else f"{x:.4g}"
