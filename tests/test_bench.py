@@ -1,0 +1,88 @@
+"""Benchmark suite: KernelBench metrics, loaders, and an end-to-end CPU run that resumes."""
+
+import json
+import math
+
+import pytest
+from typer.testing import CliRunner
+
+from drtriton.bench import fast_p, geomean_speedup, kernelbench_problems, replace_block, summarize
+from drtriton.cli import app
+
+
+def _row(status, eager=None, compile_=None, level=1):
+    return {"status": status, "speedup_eager": eager, "speedup_compile": compile_, "level": level}
+
+
+ROWS = [
+    _row("correct", 2.0, 0.5),
+    _row("correct", 1.2, 1.1),
+    _row("correct", 0.8, 0.4),
+    _row("incorrect"),
+    _row("no_candidate"),
+]
+
+
+def test_fast_p_counts_all_problems_in_the_denominator():
+    assert fast_p(ROWS, "speedup_eager", 0.0) == 3 / 5  # fast_0 = accuracy
+    assert fast_p(ROWS, "speedup_eager", 1.0) == 2 / 5
+    assert fast_p(ROWS, "speedup_eager", 1.5) == 1 / 5
+    assert fast_p(ROWS, "speedup_eager", 2.0) == 0.0  # strictly faster than 2x
+    assert fast_p(ROWS, "speedup_compile", 1.0) == 1 / 5
+
+
+def test_geomean_over_correct_problems():
+    assert geomean_speedup(ROWS, "speedup_eager") == pytest.approx(math.exp((math.log(2.0) + math.log(1.2) + math.log(0.8)) / 3))
+
+
+def test_untimed_rows_have_accuracy_only():
+    rows = [_row("correct"), _row("incorrect")]
+    s = summarize(rows)
+    assert s["accuracy"] == 0.5 and s["fast_0_eager"] == 0.5
+    assert s["fast_1_eager"] is None and s["geomean_eager"] is None
+
+
+def test_kernelbench_loader_orders_problems_numerically(tmp_path):
+    folder = tmp_path / "KernelBench" / "level2"
+    folder.mkdir(parents=True)
+    for name in ("10_b.py", "2_a.py", "1_c.py"):
+        (folder / name).write_text("# problem\n")
+    problems = kernelbench_problems(tmp_path, [2])
+    assert [p.id for p in problems] == ["L2-1_c", "L2-2_a", "L2-10_b"]
+    assert kernelbench_problems(tmp_path, [2], limit=2)[-1].id == "L2-2_a"
+    with pytest.raises(FileNotFoundError, match="level3"):
+        kernelbench_problems(tmp_path / "KernelBench" / "level2" / "missing", [3])
+
+
+def test_readme_block_replacement():
+    text = "a\n<!-- bench:x -->\nold\n<!-- /bench:x -->\nb"
+    assert replace_block(text, "x", "new") == "a\n<!-- bench:x -->\nnew\n<!-- /bench:x -->\nb"
+    with pytest.raises(ValueError):
+        replace_block(text, "y", "new")
+
+
+def test_bench_cli_end_to_end_and_resume(tmp_path):
+    runner = CliRunner()
+    out = tmp_path / "report.json"
+    args = ["bench", "--levels", "1", "--num", "2", "--device", "cpu", "--out", str(out)]
+    result = runner.invoke(app, args)
+    assert result.exit_code == 0, result.output
+    report = json.loads(out.read_text())
+    assert report["summary"]["all"]["problems"] == 2
+    assert report["summary"]["all"]["accuracy"] is not None
+    assert report["config"]["seed"] == 1_000_003  # held-out seed
+    assert "torch" in report["machine"] and report["judge_environment"]
+    rows_file = tmp_path / "report.json.rows.jsonl"
+    assert len(rows_file.read_text().splitlines()) == 2
+    again = runner.invoke(app, args)  # resumes: nothing is judged again
+    assert again.exit_code == 0
+    assert len(rows_file.read_text().splitlines()) == 2
+    assert (tmp_path / "report.csv").exists()
+
+
+def test_bench_cli_rejects_bad_input(tmp_path):
+    runner = CliRunner()
+    r = runner.invoke(app, ["bench", "--suite", "kernelbench", "--out", str(tmp_path / "r.json")])
+    assert r.exit_code == 2 and "KernelBench checkout" in r.output
+    r = runner.invoke(app, ["bench", "--levels", "a,b", "--out", str(tmp_path / "r.json")])
+    assert r.exit_code == 2 and "comma-separated" in r.output
