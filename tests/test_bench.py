@@ -32,7 +32,9 @@ def test_fast_p_counts_all_problems_in_the_denominator():
 
 
 def test_geomean_over_correct_problems():
-    assert geomean_speedup(ROWS, "speedup_eager") == pytest.approx(math.exp((math.log(2.0) + math.log(1.2) + math.log(0.8)) / 3))
+    assert geomean_speedup(ROWS, "speedup_eager") == pytest.approx(
+        math.exp((math.log(2.0) + math.log(1.2) + math.log(0.8)) / 3)
+    )
 
 
 def test_untimed_rows_have_accuracy_only():

@@ -53,7 +53,10 @@ def _as_candidate(fragment_source: str) -> str:
 def _standalone(candidate: str) -> str:
     """A candidate as a loadable program (candidates carry no input functions)."""
     program = candidate.replace("class ModelNew(", "class Model(")
-    return program + "\n\ndef get_inputs():\n    return []\n\n\ndef get_init_inputs():\n    return []\n"
+    return (
+        program
+        + "\n\ndef get_inputs():\n    return []\n\n\ndef get_init_inputs():\n    return []\n"
+    )
 
 
 def _outputs(module, cls_name, inputs):
@@ -79,7 +82,7 @@ def test_fragments_have_explicit_inputs_and_outputs():
 
 def test_getters_stay_with_their_producer():
     traced = trace(PROGRAM)
-    for start, stop in _segments(traced, 4):
+    for start, _stop in _segments(traced, 4):
         assert traced.nodes[start].target is not getattr or start == 0
 
 
@@ -110,7 +113,12 @@ def _choice(start, stop, ms):
 
 
 def test_best_cover_minimises_total_time():
-    choices = {(0, 1): _choice(0, 1, 1.0), (1, 2): _choice(1, 2, 1.0), (0, 2): _choice(0, 2, 1.5), (2, 3): _choice(2, 3, 0.1)}
+    choices = {
+        (0, 1): _choice(0, 1, 1.0),
+        (1, 2): _choice(1, 2, 1.0),
+        (0, 2): _choice(0, 2, 1.5),
+        (2, 3): _choice(2, 3, 0.1),
+    }
     cover = best_cover(3, choices)
     assert [(c.fragment.start, c.fragment.stop) for c in cover] == [(0, 2), (2, 3)]
     assert best_cover(4, choices) is None  # nothing covers node 3
