@@ -1,0 +1,157 @@
+"""Prompt format, the tolerant answer parser, and the three policies (no network but 127.0.0.1)."""
+
+import json
+import threading
+from http.server import BaseHTTPRequestHandler, HTTPServer
+
+import pytest
+
+from drtriton.policy import (
+    AnswerParseError,
+    CompilerPolicy,
+    HFPolicy,
+    OpenAIPolicy,
+    Sampling,
+    build_messages,
+    format_answer,
+    parse_answer,
+)
+
+CANDIDATE = "import torch\nimport triton\n\n\nclass ModelNew(torch.nn.Module):\n    pass\n"
+PROGRAM = """import torch
+import torch.nn as nn
+
+
+class Model(nn.Module):
+    def __init__(self):
+        super().__init__()
+
+    def forward(self, x):
+        return torch.relu(x)
+
+
+def get_inputs():
+    return [torch.randn(4, 8)]
+
+
+def get_init_inputs():
+    return []
+"""
+
+
+def test_prompt_holds_program_and_rules():
+    messages = build_messages(PROGRAM)
+    assert [m["role"] for m in messages] == ["system", "user"]
+    user = messages[1]["content"]
+    assert PROGRAM.strip() in user
+    for rule in ("ModelNew", "same constructor", "@triton.jit", "```python"):
+        assert rule in user
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        format_answer(CANDIDATE, "Fuse everything into one kernel."),
+        f"```py\n{CANDIDATE}```",
+        f"```\n{CANDIDATE}```",
+        f"Helper first:\n```python\ndef f():\n    pass\n```\nThen:\n```python\n{CANDIDATE}```\nDone.",
+        CANDIDATE,  # no fence, but the whole answer is the file
+        f"Reasoning.\n```python\n{CANDIDATE}",  # truncated before the closing fence
+    ],
+)
+def test_parse_answer_accepts(text):
+    assert parse_answer(text).strip() == CANDIDATE.strip()
+
+
+@pytest.mark.parametrize(
+    "text, reason",
+    [
+        ("I would use a fused kernel.", "no fenced code block"),
+        ("```python\nimport torch\nx = 1\n```", "defines class ModelNew"),
+        ("```python\nclass ModelNew(torch.nn.Module:\n    pass\n```", "syntax error"),
+        (f"```python\nimport numpy\n{CANDIDATE}```", "imports numpy"),
+        (f"```python\nfrom reference import Model\n{CANDIDATE}```", "imports reference"),
+        ("```python\ndef f():\n    class ModelNew:\n        pass\n```", "module level"),
+    ],
+)
+def test_parse_answer_says_why(text, reason):
+    with pytest.raises(AnswerParseError) as info:
+        parse_answer(text)
+    assert reason in info.value.reason
+    assert isinstance(info.value, ValueError)
+
+
+def test_compiler_policy_answers_parse_and_unsupported_says_why():
+    policy = CompilerPolicy(device="cpu")
+    answers = policy.generate([PROGRAM], n=2, sampling=Sampling())
+    assert len(answers) == 1 and len(answers[0]) == 2
+    candidate = parse_answer(answers[0][0])
+    assert "@triton.jit" in candidate and "class ModelNew" in candidate
+    unsupported = PROGRAM.replace("torch.relu(x)", "torch.sort(x)[0]")
+    answer = policy.generate([unsupported], 1, Sampling())[0][0]
+    assert "cannot convert" in answer
+    with pytest.raises(AnswerParseError):
+        parse_answer(answer)
+
+
+class _FakeOpenAI(BaseHTTPRequestHandler):
+    requests: list = []
+
+    def do_POST(self):  # noqa: N802 (http.server naming)
+        body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+        self.requests.append((self.path, self.headers.get("Authorization"), body))
+        # Like some servers, answer one choice per request whatever n says.
+        reply = {"choices": [{"message": {"role": "assistant",
+                                          "content": format_answer(CANDIDATE, body["model"])}}]}
+        data = json.dumps(reply).encode()
+        self.send_response(200)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
+
+    def log_message(self, *args):
+        pass
+
+
+@pytest.fixture
+def fake_server():
+    _FakeOpenAI.requests = []
+    server = HTTPServer(("127.0.0.1", 0), _FakeOpenAI)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    yield f"http://127.0.0.1:{server.server_address[1]}/v1"
+    server.shutdown()
+    server.server_close()
+
+
+def test_openai_policy_against_local_server(fake_server, monkeypatch):
+    monkeypatch.setenv("TEST_KEY", "sekret")
+    policy = OpenAIPolicy(fake_server, "qwen-coder", api_key_env="TEST_KEY", timeout_s=10)
+    answers = policy.generate([PROGRAM, PROGRAM], n=3, sampling=Sampling(0.6, 0.9, 128, seed=1))
+    assert [len(a) for a in answers] == [3, 3]
+    assert parse_answer(answers[1][2]).strip() == CANDIDATE.strip()
+    path, auth, body = _FakeOpenAI.requests[0]
+    assert path == "/v1/chat/completions" and auth == "Bearer sekret"
+    assert body["n"] == 3 and body["temperature"] == 0.6 and body["top_p"] == 0.9
+    assert body["max_tokens"] == 128 and body["seed"] == 1
+    assert body["messages"] == build_messages(PROGRAM)
+    assert [r[2]["n"] for r in _FakeOpenAI.requests[:3]] == [3, 2, 1]  # re-asks for the rest
+
+
+def test_openai_policy_unreachable_is_a_clear_error():
+    policy = OpenAIPolicy("http://127.0.0.1:9/v1", "m", timeout_s=2)
+    with pytest.raises(RuntimeError, match="127.0.0.1:9"):
+        policy.generate([PROGRAM], 1, Sampling())
+
+
+def test_hf_policy_samples_n_answers(tmp_path):
+    from drtriton.train.model import init_model
+
+    directory = init_model(tmp_path / "tiny", "tiny")
+    policy = HFPolicy(str(directory), device="cpu", batch_size=2)
+    answers = policy.generate([PROGRAM] * 3, n=2, sampling=Sampling(max_new_tokens=8, seed=0))
+    assert [len(a) for a in answers] == [2, 2, 2]
+    assert all(isinstance(t, str) for group in answers for t in group)
+    again = policy.generate([PROGRAM] * 3, n=2, sampling=Sampling(max_new_tokens=8, seed=0))
+    assert again == answers  # a seed makes sampling repeatable
