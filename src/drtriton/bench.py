@@ -6,7 +6,9 @@ and README tables are generated from those files (``python benchmarks/report.py`
 
 from __future__ import annotations
 
+import contextlib
 import csv
+import dataclasses
 import datetime
 import json
 import math
@@ -225,7 +227,7 @@ def _row(problem: Problem, verdict, chosen: str, wall_s: float, reason: str = ""
     }
 
 
-def solve_problem(problem: Problem, config: BenchConfig, pool) -> dict:
+def solve_problem(problem: Problem, config: BenchConfig, pool, fragment_pool=None) -> dict:
     """Produce a candidate for one problem with the configured policy and judge it."""
     import time
 
@@ -242,7 +244,7 @@ def solve_problem(problem: Problem, config: BenchConfig, pool) -> dict:
             preset=config.preset,
             max_fragment_ops=config.max_fragment_ops,
         )
-        report = search(problem.source, search_config, pool=pool)
+        report = search(problem.source, search_config, pool=pool, fragment_pool=fragment_pool)
         return _row(
             problem,
             report.verdict,
@@ -284,10 +286,18 @@ def run_bench(config: BenchConfig, out: Path, on_row=None) -> dict:
     judge_config = JudgeConfig(
         preset=config.preset, mode=config.mode, device=config.device, timeout_s=config.timeout_s
     )
-    with JudgePool(judge_config) as pool, rows_path.open("a") as rows_file:
+    todo = [p for p in problems if p.id not in done]
+    with contextlib.ExitStack() as stack:
+        pool = stack.enter_context(JudgePool(judge_config)) if todo else None
+        fragment_pool = None
+        if todo and config.search and judge_config.resolved_device().startswith("cuda"):
+            # fragments need candidate times only: skip their torch.compile baselines
+            fragment_config = dataclasses.replace(judge_config, time_compile=False)
+            fragment_pool = stack.enter_context(JudgePool(fragment_config))
+        rows_file = stack.enter_context(rows_path.open("a"))
         for problem in problems:
             if problem.id not in done:
-                row = solve_problem(problem, config, pool)
+                row = solve_problem(problem, config, pool, fragment_pool)
                 rows_file.write(json.dumps(row) + "\n")
                 rows_file.flush()
                 done[problem.id] = row

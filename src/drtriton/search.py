@@ -25,6 +25,7 @@ parent's parameters. ``SearchReport`` says what was spent.
 from __future__ import annotations
 
 import ast
+import dataclasses
 import hashlib
 import json
 import operator
@@ -59,6 +60,9 @@ class SearchConfig:
     cache_path: str | None = None  # SQLite file of verified fragments; None: no cache
     judge_workers: int | None = None
     judge_timeout_s: float = 120.0
+
+    def fragment_judge_config(self) -> JudgeConfig:
+        return dataclasses.replace(self.judge_config(), time_compile=False)
 
     def judge_config(self) -> JudgeConfig:
         return JudgeConfig(
@@ -393,13 +397,15 @@ class _Judge:
         self.calls = self.hits = 0
 
     def __call__(self, reference: str, candidate: str) -> Verdict:
-        cached = self.cache.get(reference, candidate)
+        # the pool's timing settings are part of what a cached verdict means
+        key_ref = f"{self.pool.config.time_compile}\0{reference}"
+        cached = self.cache.get(key_ref, candidate)
         if cached is not None:
             self.hits += 1
             return cached
         self.calls += 1
         verdict = self.pool.verify(reference, candidate)
-        self.cache.put(reference, candidate, verdict)
+        self.cache.put(key_ref, candidate, verdict)
         return verdict
 
 
@@ -437,8 +443,14 @@ def search(
     config: SearchConfig | None = None,
     generators: Sequence[Generator] | None = None,
     pool: JudgePool | None = None,
+    fragment_pool: JudgePool | None = None,
 ) -> SearchReport:
-    """Search for the fastest verified candidate of ``reference`` (see the module docstring)."""
+    """Search for the fastest verified candidate of ``reference`` (see the module docstring).
+
+    ``pool`` judges whole programs; ``fragment_pool`` (default: ``pool``) judges fragments, and
+    may skip the torch.compile baseline (``fragment_judge_config``): only candidate times matter
+    there, and compiling every fragment's reference would dominate the search's cost.
+    """
     config = config or SearchConfig()
     started = time.perf_counter()
     judge_config = config.judge_config()
@@ -446,7 +458,9 @@ def search(
     generators = list(generators) if generators else [compiler_generator(config.mode, device)]
     own_pool = pool is None
     pool = pool or JudgePool(judge_config, config.judge_workers)
-    judge = _Judge(pool, VerdictCache(config.cache_path, cache_environment(config, device)))
+    cache = VerdictCache(config.cache_path, cache_environment(config, device))
+    judge = _Judge(pool, cache)
+    fragment_judge = _Judge(fragment_pool or pool, cache)
     notes: list[str] = []
     try:
         whole = _best_candidate(judge, reference, _propose(generators, reference, config))
@@ -465,7 +479,7 @@ def search(
                     continue
                 tried += 1
                 found = _best_candidate(
-                    judge, fragment.source, _propose(generators, fragment.source, config)
+                    fragment_judge, fragment.source, _propose(generators, fragment.source, config)
                 )
                 if found:
                     choices[(start, stop)] = Choice(fragment, *found)
@@ -477,7 +491,10 @@ def search(
     finally:
         if own_pool:
             pool.close()
-    return _report(whole, composed_src, composed, cover or [], tried, judge, started, device, notes)
+    counts = (judge.calls + fragment_judge.calls, judge.hits + fragment_judge.hits)
+    return _report(
+        whole, composed_src, composed, cover or [], tried, counts, started, device, notes
+    )
 
 
 def _propose(generators: Sequence[Generator], source: str, config: SearchConfig) -> list[str]:
@@ -488,7 +505,7 @@ def _propose(generators: Sequence[Generator], source: str, config: SearchConfig)
 
 
 def _report(
-    whole, composed_src, composed, cover, tried, judge, started, device, notes
+    whole, composed_src, composed, cover, tried, counts, started, device, notes
 ) -> SearchReport:
     options = []
     if whole is not None:
@@ -512,8 +529,8 @@ def _report(
         composed_verdict=composed,
         segmentation=segmentation,
         fragments_tried=tried,
-        candidates_judged=judge.calls,
-        cache_hits=judge.hits,
+        candidates_judged=counts[0],
+        cache_hits=counts[1],
         wall_s=round(time.perf_counter() - started, 3),
         timed=device.startswith("cuda"),
         notes=notes,
