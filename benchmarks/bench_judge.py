@@ -15,6 +15,7 @@ import json
 import os
 import platform
 import statistics
+import subprocess
 import sys
 import time
 from pathlib import Path
@@ -40,43 +41,50 @@ import torch  # noqa: E402
 import triton  # noqa: E402
 
 from drtriton.judge import JudgeConfig, JudgePool  # noqa: E402
-from drtriton.judge.core import run_reference  # noqa: E402
 
 CASES = ROOT / "tests" / "judge_cases"
 PAIRS = [("ref_add_relu.py", "legit_add_relu.py"), ("ref_softmax.py", "legit_softmax.py"),
          ("ref_linear.py", "legit_linear.py")]
 
 
-def own_run_time(ref: str, cand: str, config: JudgeConfig) -> float:
-    """Seconds to exec the candidate, build it and run the trials, in a fresh forked child."""
-    device = config.resolved_device()
-    inputs = run_reference(ref, config, device, [1 + k for k in range(config.trials)], 0).inputs
-    read, write = os.pipe()
-    pid = os.fork()
-    if pid == 0:
-        t0 = time.perf_counter()
-        module: dict = {}
-        exec(compile(cand, "candidate", "exec"), module)
-        torch.manual_seed(0)
-        model = module["ModelNew"](*run_reference(ref, config, device, [1], 0).init_inputs).to(device)
-        with torch.no_grad():
-            for xs in inputs:
-                model(*[x.to(device).clone() if isinstance(x, torch.Tensor) else x for x in xs])
-        if device != "cpu":
-            torch.cuda.synchronize()
-        os.write(write, str(time.perf_counter() - t0).encode())
-        os._exit(0)
-    os.close(write)
-    value = float(os.read(read, 100).decode())
-    os.waitpid(pid, 0)
-    return value
+_OWN_RUN = """
+import sys, time, torch
+sys.path.insert(0, {src!r})
+from drtriton.judge import JudgeConfig
+from drtriton.judge.core import run_reference
+torch.set_num_threads(1)  # as in the sandbox
+ref, cand = open({ref!r}).read(), open({cand!r}).read()
+config = JudgeConfig(device={device!r})
+r = run_reference(ref, config, {device!r}, [1 + k for k in range(config.trials)], 0)
+t0 = time.perf_counter()
+module = {{}}
+exec(compile(cand, "candidate", "exec"), module)
+torch.manual_seed(0)
+model = module["ModelNew"](*r.init_inputs).to({device!r})
+with torch.no_grad():
+    for xs in r.inputs:
+        model(*[x.to({device!r}).clone() if isinstance(x, torch.Tensor) else x for x in xs])
+if {device!r} != "cpu":
+    torch.cuda.synchronize()
+print(time.perf_counter() - t0)
+"""
+
+
+def own_run_time(ref: str, cand: str, device: str) -> float:
+    """Seconds to exec the candidate, build it and run the trials, in a fresh warm process
+    (imports and the reference run happen before the clock starts)."""
+    code = _OWN_RUN.format(src=str(ROOT / "src"), ref=str(CASES / ref), cand=str(CASES / cand),
+                           device=device)
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         env=dict(os.environ), check=True, timeout=300)
+    return float(out.stdout.strip().splitlines()[-1])
 
 
 def main() -> None:
     config = JudgeConfig(device=ARGS.device, seed=0, timeout_s=120)
     sources = [((CASES / r).read_text(), (CASES / c).read_text()) for r, c in PAIRS]
-    own = {c: statistics.median(own_run_time(*s, config) for _ in range(3))
-           for (_, c), s in zip(PAIRS, sources, strict=True)}
+    own = {c: statistics.median(own_run_time(r, c, config.resolved_device()) for _ in range(3))
+           for r, c in PAIRS}
     rows = {}
     t0 = time.perf_counter()
     with JudgePool(config, workers=1) as pool:
