@@ -121,6 +121,38 @@ def convert(
     raise typer.Exit(code)
 
 
+@app.command()
+def verify(
+    reference: Path = typer.Argument(..., help="KernelBench-format reference program (.py)."),
+    candidate: Path = typer.Argument(..., help="Candidate program defining ModelNew (.py)."),
+    device: str = typer.Option("auto", help="auto | cpu (Triton interpreter) | cuda."),
+    preset: str = typer.Option("hardened", help="hardened | kernelbench | kernelbench-v0.1."),
+    mode: str = typer.Option("strict", help="strict | hybrid (conv/matmul may use torch)."),
+    timeout_s: float = typer.Option(120.0, "--timeout-s", help="Wall-clock limit per candidate run."),
+    json_out: bool = typer.Option(False, "--json", help="Print one JSON object instead of a summary."),
+) -> None:
+    """Judge a candidate against a reference (exit 0 only for a correct verdict)."""
+    from drtriton.judge import JudgeConfig
+    from drtriton.judge import verify as run_verify
+    from drtriton.program import ProgramError
+
+    sources = []
+    for path in (reference, candidate):
+        try:
+            sources.append(path.read_text())
+        except (OSError, UnicodeDecodeError) as exc:
+            fail(f"cannot read {path}: {exc}")
+    try:
+        config = JudgeConfig(preset=preset, mode=mode, device=device, timeout_s=timeout_s)
+        verdict = run_verify(sources[0], sources[1], config)
+    except ProgramError as exc:
+        fail(f"invalid reference {reference}: {exc}")
+    except ValueError as exc:
+        fail(str(exc))
+    typer.echo(verdict.to_json() if json_out else verdict.summary())
+    raise typer.Exit(0 if verdict.status == "correct" else 1)
+
+
 # ----------------------------------------------------------------------------- training
 def _run_training(fn, *args) -> None:
     """Run a training command body; its UsageError becomes one line and exit status 2."""
