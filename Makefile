@@ -23,7 +23,7 @@ endif
 	touch $(STAMP)
 
 demo: venv
-	$(VENV)/bin/drtriton synth --level 2 --num 8 --scale small --seed 0 --out runs/demo/programs.jsonl
+	$(VENV)/bin/drtriton convert examples/mlp_gelu.py -o runs/demo/mlp_gelu_triton.py
 
 test: venv
 	$(PY) -m pytest -q

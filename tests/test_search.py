@@ -152,3 +152,17 @@ def test_cache_makes_a_repeated_search_free(cpu_search):
     assert again.candidates_judged == 0
     assert again.cache_hits == first.candidates_judged
     assert again.status == first.status
+
+
+def test_convert_search_cli_on_cpu(tmp_path):
+    from typer.testing import CliRunner
+
+    from drtriton.cli import app
+
+    program = tmp_path / "prog.py"
+    program.write_text(PROGRAM.replace("d = torch.cummax(c, dim=0).values", "d = c"))
+    out = tmp_path / "out" / "prog_triton.py"
+    result = CliRunner().invoke(app, ["convert", str(program), "-o", str(out), "--device", "cpu", "--search"])
+    assert result.exit_code == 0, result.output
+    assert "correctness only" in result.output and "verdict: correct" in result.output
+    assert "ModelNew" in out.read_text()

@@ -110,6 +110,7 @@ def convert(
     out: Path = typer.Option(None, "-o", "--out", help="Candidate file (default: PROGRAM_triton.py)."),
     device: str = typer.Option("auto", help="auto | cpu (Triton interpreter) | cuda."),
     mode: str = typer.Option("strict", help="strict (all compute in Triton) | hybrid (conv/matmul may use torch)."),
+    search: bool = typer.Option(False, "--search", help="Test-time fragment search (verify and time per fragment)."),
 ) -> None:
     """Compile a program to Triton with the built-in compiler and verify it with the judge."""
     from drtriton.compiler.convert import convert as run_convert
@@ -117,7 +118,7 @@ def convert(
     if mode not in ("strict", "hybrid"):
         fail(f"--mode must be strict or hybrid, got {mode!r}")
     code = run_convert(str(program), str(out) if out else None, device, mode,
-                       echo=lambda m: console.print(m, highlight=False, markup=False))
+                       echo=lambda m: console.print(m, highlight=False, markup=False), search=search)
     raise typer.Exit(code)
 
 

@@ -26,7 +26,7 @@ def resolve_device(device: str) -> str:
 
 
 def convert(program: str, out: str | None = None, device: str = "auto", mode: str = "strict",
-            verify: bool = True, echo=print) -> int:
+            verify: bool = True, echo=print, search: bool = False) -> int:
     """Run the whole command; returns the exit status."""
     try:
         source = Path(program).read_text()
@@ -43,6 +43,8 @@ def convert(program: str, out: str | None = None, device: str = "auto", mode: st
     from drtriton.compiler import CompilerConfig, UnsupportedOperatorError, compile_program
     from drtriton.program import ProgramError
 
+    if search:
+        return _search(program, source, out, mode, dev, echo)
     try:
         candidate = compile_program(source, CompilerConfig(mode=mode, device=dev))
     except UnsupportedOperatorError as exc:
@@ -51,12 +53,54 @@ def convert(program: str, out: str | None = None, device: str = "auto", mode: st
     except (ProgramError, SyntaxError, ValueError) as exc:
         echo(f"error: {program}: {exc}")
         return 2
-    out_path = Path(out) if out else Path(program).with_name(Path(program).stem + "_triton.py")
-    out_path.write_text(candidate)
+    out_path = _write(program, out, candidate, echo)
+    if out_path is None:
+        return 2
     echo(f"wrote {out_path} ({candidate.count('@triton.jit')} Triton kernels, mode {mode}, {dev})")
     if not verify:
         return 0
     return _verify(source, candidate, mode, dev, echo)
+
+
+def _write(program: str, out: str | None, candidate: str, echo) -> Path | None:
+    out_path = Path(out) if out else Path(program).with_name(Path(program).stem + "_triton.py")
+    try:
+        out_path.parent.mkdir(parents=True, exist_ok=True)
+        out_path.write_text(candidate)
+    except OSError as exc:
+        echo(f"error: cannot write {out_path}: {exc.strerror or exc}")
+        return None
+    return out_path
+
+
+def _search(program: str, source: str, out: str | None, mode: str, device: str, echo) -> int:
+    """``convert --search``: test-time fragment search; the chosen program is already verified."""
+    from drtriton.program import ProgramError
+    from drtriton.search import SearchConfig, search
+
+    if device == "cpu":
+        echo("searching for correctness only: no GPU, so candidates are verified but not timed")
+    try:
+        report = search(source, SearchConfig(device=device, mode=mode))
+    except ProgramError as exc:
+        echo(f"error: {program}: {exc}")
+        return 2
+    echo(f"search: {report.fragments_tried} fragments, {report.candidates_judged} candidates judged, "
+         f"{report.cache_hits} cached, {report.wall_s:.1f} s; chose the {report.chosen} candidate")
+    for note in report.notes:
+        echo(f"note: {note}")
+    if report.source is None:
+        echo(f"verdict: {report.status} - no verified candidate")
+        return 1
+    out_path = _write(program, out, report.source, echo)
+    if out_path is None:
+        return 2
+    verdict = report.verdict
+    echo(f"wrote {out_path}\nverdict: {verdict.status}")
+    if verdict.speedup_eager is not None:
+        sc = f", {verdict.speedup_compile:.2f}x vs torch.compile" if verdict.speedup_compile else ""
+        echo(f"speedup: {verdict.speedup_eager:.2f}x vs eager{sc}")
+    return 0 if verdict.status == "correct" else 1
 
 
 def _verify(source: str, candidate: str, mode: str, device: str, echo) -> int:
