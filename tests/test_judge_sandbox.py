@@ -118,3 +118,18 @@ def test_ray_executor():
         [(REF, LEGIT), (REF, bad), (REF, LEGIT)], CONFIG, workers=2, executor="ray"
     )
     assert [v.status for v in verdicts] == ["correct", "rejected", "correct"]
+
+
+def test_cli_verify_exit_codes():
+    from typer.testing import CliRunner
+
+    from drtriton.cli import app
+
+    ref, legit = str(CASES / "ref_add_relu.py"), str(CASES / "legit_add_relu.py")
+    bad = str(Path(__file__).parent / "adversarial" / "pytorch_only.py")
+    runner = CliRunner()
+    ok = runner.invoke(app, ["verify", ref, legit, "--device", "cpu", "--json"])
+    assert ok.exit_code == 0 and '"status": "correct"' in ok.output
+    assert runner.invoke(app, ["verify", ref, bad, "--device", "cpu"]).exit_code == 1
+    assert runner.invoke(app, ["verify", ref, legit, "--preset", "nope"]).exit_code == 2
+    assert runner.invoke(app, ["verify", legit, legit, "--device", "cpu"]).exit_code == 2
