@@ -426,7 +426,7 @@ class RLRun:
             else:
                 part = grpo_loss(logps, old_sub, mask, advantages[local].to(self.device), c.clip_eps)
                 part = part * len(local) / len(rows)
-                grpo_total += float(part)
+                grpo_total += float(part.detach())
                 surrogate = surrogate + part
             surrogate.backward()
         norm = torch.nn.utils.clip_grad_norm_(self.model.parameters(), c.grad_clip)
