@@ -235,6 +235,8 @@ class RLRun:
         self.curriculum = Curriculum(levels, config.advance_at, config.window)
         self.step = 0
         checkpoint = self.out / "checkpoint"
+        if not checkpoint.exists() and (self.out / "checkpoint.old").exists():
+            (self.out / "checkpoint.old").rename(checkpoint)  # killed in the middle of a swap
         source = config.model
         if config.resume and (checkpoint / "state.json").exists():
             source = str(checkpoint)
