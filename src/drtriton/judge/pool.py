@@ -56,7 +56,8 @@ class JudgePool:
         index = int(device.split(":")[1]) if ":" in device else i
         box = Sandbox("cuda", scratch, index, limit, cap)
         judge_device = f"cuda:{index}"
-        return Slot(box, judge_device, "cuda", lock, environment_record(self.config, judge_device))
+        # The child sees only this GPU (CUDA_VISIBLE_DEVICES), as its device 0.
+        return Slot(box, judge_device, "cuda:0", lock, environment_record(self.config, judge_device))
 
     def verify(self, reference_source: str, candidate_source: str) -> Verdict:
         slot = self._slots.get()

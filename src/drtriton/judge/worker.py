@@ -158,6 +158,25 @@ def _overlaps(a: tuple[int, int], b: tuple[int, int]) -> bool:
     return a[0] < b[1] and b[0] < a[1]
 
 
+_LIBRARY_DIRS = tuple(
+    os.path.dirname(os.path.abspath(m.__file__)) + os.sep for m in (torch, __import__("triton"))
+)
+
+
+def _new_threads(before: set) -> list[str]:
+    """Threads started since ``before`` and still alive, except torch's or triton's own
+    (identified by where their target function is defined; anything else counts)."""
+    found = []
+    for thread in threading.enumerate():
+        if thread in before or not thread.is_alive():
+            continue
+        code = getattr(getattr(thread, "_target", None), "__code__", None)
+        if code is not None and os.path.abspath(code.co_filename).startswith(_LIBRARY_DIRS):
+            continue
+        found.append(thread.name)
+    return found
+
+
 def _same_layout(a: list, b: list) -> bool:
     if len(a) != len(b):
         return False
@@ -181,7 +200,7 @@ def _run_candidate(job: dict, job_dir: str, report: dict) -> None:
     trials = _torch_load("inputs.pt", weights_only=True)
     module = _load_source("candidate.py", "candidate")
     model = _build(module, "ModelNew", job, device)
-    threads_before = threading.active_count()
+    threads_before = set(threading.enumerate())
     outputs, inputs_after, per_trial = [], [], []
     first: list = []
     for k, trial in enumerate(trials):
@@ -205,7 +224,7 @@ def _run_candidate(job: dict, job_dir: str, report: dict) -> None:
         per_trial.append(monitor.launches - launches_before)
         outputs.append(_host_copy(_plain_outputs(out, xs, device)))
         inputs_after.append(_host_copy(xs))
-        if threading.active_count() > threads_before:
+        if _new_threads(threads_before):
             raise _Failure("rejected", "forward left background threads running")
     report.update(monitor.report(), launches_per_trial=per_trial)
     _torch_save({"outputs": outputs, "inputs_after": inputs_after}, "outputs.pt")
@@ -269,9 +288,9 @@ def _run_candidate_timing(job: dict, job_dir: str, report: dict) -> None:
     input_sets = _timing_inputs(device)
     module = _load_source("candidate.py", "candidate")
     model = _build(module, "ModelNew", job, device)
-    threads_before = threading.active_count()
+    threads_before = set(threading.enumerate())
     report["candidate"] = _time_calls(lambda xs: model(*xs), input_sets, job, device)
-    if threading.active_count() > threads_before:
+    if _new_threads(threads_before):
         raise _Failure("rejected", "forward left background threads running while timed")
     # Re-verify after timing: fresh copies of every input set, compared by the judge.
     outputs = []
