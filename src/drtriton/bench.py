@@ -17,6 +17,7 @@ import platform
 import re
 import subprocess
 from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor, as_completed
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -106,6 +107,7 @@ class Problem:
     level: int
     source: str
     ops: tuple[str, ...] = ()
+    record: object = None  # the SynthProgram of a synthetic problem
 
 
 @dataclass(frozen=True)
@@ -197,8 +199,15 @@ def geomean_speedup(rows: Sequence[dict], key: str) -> float | None:
 
 
 def summarize(rows: Sequence[dict]) -> dict:
-    """Accuracy, fast_p against eager and torch.compile, geometric means."""
-    out: dict = {"problems": len(rows), "correct": sum(r["status"] == "correct" for r in rows)}
+    """Accuracy, fast_p against eager and torch.compile, geometric means (invalid references,
+    which failed the synthesis filters where they were run, are counted but not scored)."""
+    excluded = sum(r["status"] == "invalid_reference" for r in rows)
+    rows = [r for r in rows if r["status"] != "invalid_reference"]
+    out: dict = {
+        "excluded_invalid": excluded,
+        "problems": len(rows),
+        "correct": sum(r["status"] == "correct" for r in rows),
+    }
     out["accuracy"] = out["correct"] / len(rows) if rows else None
     for base in ("eager", "compile"):
         key = f"speedup_{base}"
@@ -227,6 +236,21 @@ def _row(problem: Problem, verdict, chosen: str, wall_s: float, reason: str = ""
     }
 
 
+def _invalid_reference(problem: Problem, device: str) -> str | None:
+    """Synthetic programs only shape-checked where they were made are run through the quality
+    filters on the GPU first; a program that fails them is excluded from the metrics, and listed."""
+    record = problem.record
+    if record is None or record.checked == "run" or not device.startswith("cuda"):
+        return None
+    from drtriton.synth import check_program
+
+    reason = check_program(record, "run", device)
+    import torch
+
+    torch.cuda.empty_cache()  # the filters' tensors must not crowd the judge's sandboxes
+    return f"failed the synthesis filters on {device}: {reason}" if reason else None
+
+
 def solve_problem(problem: Problem, config: BenchConfig, pool, fragment_pool=None) -> dict:
     """Produce a candidate for one problem with the configured policy and judge it."""
     import time
@@ -235,6 +259,11 @@ def solve_problem(problem: Problem, config: BenchConfig, pool, fragment_pool=Non
 
     started = time.perf_counter()
     device = pool.config.resolved_device()
+    invalid = _invalid_reference(problem, device)
+    if invalid:
+        return _row(problem, None, "none", time.perf_counter() - started, invalid) | {
+            "status": "invalid_reference"
+        }
     if config.search:
         from drtriton.search import SearchConfig, search
 
@@ -296,13 +325,19 @@ def run_bench(config: BenchConfig, out: Path, on_row=None) -> dict:
             fragment_pool = stack.enter_context(JudgePool(fragment_config))
         rows_file = stack.enter_context(rows_path.open("a"))
         for problem in problems:
-            if problem.id not in done:
-                row = solve_problem(problem, config, pool, fragment_pool)
-                rows_file.write(json.dumps(row) + "\n")
-                rows_file.flush()
-                done[problem.id] = row
-            if on_row is not None:
+            if problem.id in done and on_row is not None:
                 on_row(done[problem.id], len(problems))
+        # One problem per judge slot at a time (one per GPU): slots are the unit of parallelism.
+        workers = pool.size if pool is not None else 1
+        with ThreadPoolExecutor(max_workers=workers) as executor:
+            futures = [executor.submit(solve_problem, p, config, pool, fragment_pool) for p in todo]
+            for future in as_completed(futures):
+                row = future.result()
+                rows_file.write(json.dumps(row) + "\n")
+                rows_file.flush()  # a killed run keeps every finished problem
+                done[row["id"]] = row
+                if on_row is not None:
+                    on_row(row, len(problems))
     rows = [done[p.id] for p in problems]
     environment = environment_record(judge_config, judge_config.resolved_device())
     return write_report(config, rows, out, environment)

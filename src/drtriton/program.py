@@ -8,12 +8,18 @@ judge's sandbox (``drtriton.judge``).
 
 from __future__ import annotations
 
+import threading
 import types
 from collections.abc import Sequence
 
 import torch
 
 REQUIRED_NAMES = ("Model", "get_inputs", "get_init_inputs")
+
+# torch.fx's symbolic tracer patches torch functions globally while it traces, so two threads
+# tracing at once break each other ("module is not installed as a submodule"). Every fx trace in
+# the project (compiler capture, fragment search) holds this lock.
+FX_TRACE_LOCK = threading.Lock()
 
 
 class ProgramError(ValueError):

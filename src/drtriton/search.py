@@ -40,7 +40,7 @@ import torch
 import torch.fx as fx
 
 from drtriton.judge import JudgeConfig, JudgePool, Verdict
-from drtriton.program import load_program
+from drtriton.program import FX_TRACE_LOCK, load_program
 
 Generator = Callable[[str], list[str]]  # fragment source -> candidate sources
 
@@ -138,7 +138,8 @@ def trace(source: str) -> Traced:
     module = load_program(source, "search_reference")
     torch.manual_seed(0)
     model = module.Model(*module.get_init_inputs())
-    gm = fx.symbolic_trace(model)
+    with FX_TRACE_LOCK:
+        gm = fx.symbolic_trace(model)
     torch.manual_seed(1)
     ShapeProp(gm).propagate(*module.get_inputs())
     has_params = any(True for _ in model.parameters()) or any(True for _ in model.buffers())

@@ -324,7 +324,7 @@ def get_init_inputs():
 
 
 # ----------------------------------------------------------------------------- quality filters
-def check_program(draft: _Draft, mode: str, device: str = "cpu", seed: int = 0) -> str | None:
+def check_program(draft: _Draft | SynthProgram, mode: str, device: str = "cpu", seed: int = 0) -> str | None:
     """Why the program must be rejected, or None if it passes. Mode: run, meta or none."""
     if mode == "none":
         return None
@@ -361,7 +361,7 @@ class _Runs:
     def __init__(self, module, device: str, seed: int) -> None:
         import torch
 
-        self.generator = torch.Generator().manual_seed(seed)
+        self.generator = torch.Generator(device=device).manual_seed(seed)
         self.shapes = [tuple(x.shape) for x in module.get_inputs()]
         self.device = device
         self.inputs = [self._randn(s) for s in self.shapes]
@@ -371,7 +371,7 @@ class _Runs:
     def _randn(self, shape):
         import torch
 
-        return torch.randn(shape, generator=self.generator).to(self.device)
+        return torch.randn(shape, generator=self.generator, device=self.device)
 
     def run(self, inputs):
         import torch

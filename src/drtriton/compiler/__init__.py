@@ -17,6 +17,7 @@ from drtriton.compiler.capture import capture
 from drtriton.compiler.config import CompilerConfig, UnsupportedOperatorError
 from drtriton.compiler.emit import emit
 from drtriton.compiler.lower import Lowering
+from drtriton.program import FX_TRACE_LOCK
 
 __all__ = ["CompilerConfig", "UnsupportedOperatorError", "compile_program"]
 
@@ -24,6 +25,7 @@ __all__ = ["CompilerConfig", "UnsupportedOperatorError", "compile_program"]
 def compile_program(source: str, config: CompilerConfig | None = None) -> str:
     """Compile a KernelBench-format reference into candidate source text defining ``ModelNew``."""
     config = config or CompilerConfig()
-    cap = capture(source)
-    prog = Lowering(cap, config).run()
-    return emit(cap, prog, config)
+    with FX_TRACE_LOCK:  # tracing (and lowering its graph) is not thread-safe
+        cap = capture(source)
+        prog = Lowering(cap, config).run()
+        return emit(cap, prog, config)
