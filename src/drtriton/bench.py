@@ -130,20 +130,39 @@ class BenchConfig:
     timeout_s: float = 300.0
 
 
+def sample_indices(level: int, num: int, seed: int) -> list[int]:
+    """Program indices of a benchmark sample: spread over the sweeps at levels 1 and 2 (the
+    first indices of a sweep would all start with the same operator), consecutive above."""
+    import random
+
+    from drtriton.ops import OPS
+
+    if level == 1:
+        return (
+            sorted({k * len(OPS) // num for k in range(num)})
+            if num < len(OPS)
+            else list(range(num))
+        )
+    if level == 2:
+        pairs = len(OPS) ** 2
+        return sorted(random.Random(f"bench:{seed}").sample(range(pairs), min(num, pairs)))
+    return list(range(num))
+
+
 def synthetic_problems(config: BenchConfig) -> list[Problem]:
     """Held-out synthetic programs: from ``config.programs`` or synthesized now."""
-    from drtriton.synth import SynthConfig, read_jsonl, synthesize
+    from drtriton.synth import SynthConfig, read_jsonl, synthesize_one
 
     if config.programs:
         records = [p for p in read_jsonl(config.programs) if p.level in config.levels]
     else:
         records = []
         for level in config.levels:
-            records += synthesize(
-                SynthConfig(level=level, num=config.num, seed=config.seed, scale=config.scale)
-            )
+            synth = SynthConfig(level=level, num=1, seed=config.seed, scale=config.scale)
+            indices = sample_indices(level, config.num, config.seed)
+            records += [synthesize_one(synth, i).program for i in indices]
     return [
-        Problem(f"L{p.level}-{p.index}-{p.id}", p.level, p.source, tuple(p.ops)) for p in records
+        Problem(f"L{p.level}-{p.index}-{p.id}", p.level, p.source, tuple(p.ops), p) for p in records
     ]
 
 

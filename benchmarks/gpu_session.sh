@@ -1,0 +1,45 @@
+#!/usr/bin/env bash
+# One call on a lent GPU machine (2 x H200): run a phase of the GPU checks and benchmarks and pack
+# every result into $OUT/results.tgz (the device returns few files). Run from the repo root:
+#   bash benchmarks/gpu_session.sh judge   # judge suite + timing check (GPU 0) | RL smoke + judge throughput (GPU 1)
+#   bash benchmarks/gpu_session.sh bench   # compiler on the held-out synthetic GPU sample, strict then hybrid
+#   bash benchmarks/gpu_session.sh search  # fragment search vs whole-program compile, levels 5 and 20
+# Needs: torch, triton, transformers (there), OR-Tools wheels in .whl/ (carried) for the synthesis
+# filters that the benchmark re-runs on the GPU.
+set -u
+phase=${1:?phase: judge | bench | search}
+budget=${BUDGET_S:-520}
+res=/tmp/drtriton-results
+mkdir -p "$res"
+if ls .whl/*.whl >/dev/null 2>&1; then
+  python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl || exit 1
+  export PYTHONPATH=/tmp/site:src
+else
+  export PYTHONPATH=src
+fi
+export PYTHONUNBUFFERED=1
+nvidia-smi --query-gpu=index,name,driver_version,clocks.sm,memory.used --format=csv > "$res/gpu_$phase.txt" 2>&1
+bench() {  # bench NAME ARGS...: drtriton bench on the held-out sample, output under $res
+  local name=$1; shift
+  timeout "$budget" python3 -m drtriton.cli bench --programs benchmarks/programs/synthetic_gpu_heldout.jsonl \
+    --device cuda --out "$res/$name.json" "$@" > "$res/$name.log" 2>&1
+}
+case $phase in
+  judge)
+    (CUDA_VISIBLE_DEVICES=0 timeout "$budget" python3 benchmarks/gpu_judge_check.py --out "$res/judge" > "$res/judge.log" 2>&1) &
+    (CUDA_VISIBLE_DEVICES=1 timeout 330 python3 benchmarks/gpu_rl_smoke.py --programs benchmarks/programs/rl_smoke_gpu.jsonl \
+        --out "$res/rl" --budget-s 240 > "$res/rl.log" 2>&1
+     CUDA_VISIBLE_DEVICES=1 timeout 150 python3 benchmarks/bench_judge.py --device cuda --n 6 --workers 1 \
+        --out "$res/judge_throughput" > "$res/judge_throughput.log" 2>&1) &
+    wait ;;
+  bench)
+    bench strict --levels 1,2,5,20 --mode strict ;;
+  hybrid)
+    bench hybrid --levels 1,2,5,20 --mode hybrid ;;
+  search)
+    bench search --levels 5,20 --num 3 --mode strict --search ;;
+  *) echo "unknown phase $phase"; exit 2 ;;
+esac
+rm -rf "$res"/*/checkpoint
+tar czf "$OUT/results.tgz" -C "$res" .
+for f in "$res"/*.log; do echo "== $f"; tail -n 25 "$f"; done

@@ -1,0 +1,42 @@
+"""Write the fixed GPU-scale benchmark sample (held-out seed) that the GPU runs read.
+
+    .venv/bin/python benchmarks/make_gpu_sample.py [--num 8] [--levels 1,2,5,20]
+
+Synthesis needs OR-Tools, so the sample is made here and committed; on the GPU machine the
+benchmark re-runs the synthesis filters on CUDA before judging (drtriton.bench).
+"""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+import torch
+
+from drtriton.bench import HELD_OUT_SEED, sample_indices
+from drtriton.synth import SynthConfig, synthesize_one, write_jsonl
+
+OUT = Path(__file__).resolve().parent / "programs" / "synthetic_gpu_heldout.jsonl"
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--num", type=int, default=8)
+    parser.add_argument("--levels", default="1,2,5,20")
+    parser.add_argument("--out", type=Path, default=OUT)
+    args = parser.parse_args()
+    torch.set_num_threads(1)
+    programs = []
+    for level in map(int, args.levels.split(",")):
+        config = SynthConfig(level=level, num=1, seed=HELD_OUT_SEED, scale="gpu")
+        programs += [
+            synthesize_one(config, i).program
+            for i in sample_indices(level, args.num, HELD_OUT_SEED)
+        ]
+        print(f"level {level}: {args.num} programs", flush=True)
+    write_jsonl(programs, args.out)
+    print(f"wrote {len(programs)} programs to {args.out}")
+
+
+if __name__ == "__main__":
+    main()
