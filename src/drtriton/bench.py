@@ -154,7 +154,12 @@ def synthetic_problems(config: BenchConfig) -> list[Problem]:
     from drtriton.synth import SynthConfig, read_jsonl, synthesize_one
 
     if config.programs:
-        records = [p for p in read_jsonl(config.programs) if p.level in config.levels]
+        stored = read_jsonl(config.programs)
+        records = [
+            p
+            for level in config.levels
+            for p in [q for q in stored if q.level == level][: config.num]
+        ]
     else:
         records = []
         for level in config.levels:
