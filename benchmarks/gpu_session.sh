@@ -32,14 +32,18 @@ case $phase in
      CUDA_VISIBLE_DEVICES=1 timeout 150 python3 benchmarks/bench_judge.py --device cuda --n 6 --workers 1 \
         --out "$res/judge_throughput" > "$res/judge_throughput.log" 2>&1) &
     wait ;;
-  bench)
-    bench strict --levels 1,2,5,20 --mode strict ;;
+  bench)  # GPU 0: the judge's failing cases with full reasons, then strict; GPU 1: hybrid
+    (CUDA_VISIBLE_DEVICES=0 timeout 120 python3 benchmarks/gpu_judge_check.py --out "$res/judge_only" --skip-timing \
+        --only "${ONLY:-}" > "$res/judge_only.log" 2>&1
+     CUDA_VISIBLE_DEVICES=0 bench strict --levels 1,2,5 --num "${NUM:-5}" --mode strict) &
+    (CUDA_VISIBLE_DEVICES=1 bench hybrid --levels 1,2,5 --num "${NUM:-5}" --mode hybrid) &
+    wait ;;
   hybrid)
     bench hybrid --levels 1,2,5,20 --mode hybrid ;;
   search)
     bench search --levels 5,20 --num 3 --mode strict --search ;;
   *) echo "unknown phase $phase"; exit 2 ;;
 esac
-rm -rf "$res"/*/checkpoint
+find "$res" -type f -size +2M -delete  # checkpoints and other bulk: the device returns 16 MiB at most
 tar czf "$OUT/results.tgz" -C "$res" .
 for f in "$res"/*.log; do echo "== $f"; tail -n 25 "$f"; done
