@@ -118,7 +118,7 @@ def main() -> None:
         s = summary["suite"]
         log(f"suite: {s['as_expected']}/{s['cases']} as expected in {s['wall_s']:.0f} s; "
             f"failures: {', '.join(s['failures']) or 'none'}")
-    if "timing" in summary:
+    if summary.get("timing"):
         t, v = summary["timing"], summary["timing"]["verdict"]
         log(f"copy bandwidth      {t['copy_bandwidth']['gb_per_s']:.0f} GB/s "
             f"(copy of 256 MiB: {t['copy_bandwidth']['median_ms']:.4f} ms)")
