@@ -76,7 +76,9 @@ def own_run_time(ref: str, cand: str, device: str) -> float:
     code = _OWN_RUN.format(src=str(ROOT / "src"), ref=str(CASES / ref), cand=str(CASES / cand),
                            device=device)
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                         env=dict(os.environ), check=True, timeout=300)
+                         env=dict(os.environ), timeout=300)
+    if out.returncode != 0:
+        raise RuntimeError(f"own-run child failed ({out.returncode}):\n{out.stderr[-3000:]}")
     return float(out.stdout.strip().splitlines()[-1])
 
 

@@ -10,7 +10,7 @@ set -u
 phase=${1:?phase: judge | bench | search}
 budget=${BUDGET_S:-520}
 res=/tmp/drtriton-results
-mkdir -p "$res"
+rm -rf "$res" && mkdir -p "$res"
 if ls .whl/*.whl >/dev/null 2>&1; then
   python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl || exit 1
   export PYTHONPATH=/tmp/site:src
@@ -19,10 +19,13 @@ else
 fi
 export PYTHONUNBUFFERED=1
 nvidia-smi --query-gpu=index,name,driver_version,clocks.sm,memory.used --format=csv > "$res/gpu_$phase.txt" 2>&1
-bench() {  # bench NAME ARGS...: drtriton bench on the held-out sample, output under $res
+bench() {  # bench NAME ARGS...: drtriton bench on the held-out sample; resumes from
+  # benchmarks/results/gpu/NAME.json.rows.jsonl when an earlier call left rows there
   local name=$1; shift
+  mkdir -p benchmarks/results/gpu
   timeout "$budget" python3 -m drtriton.cli bench --programs benchmarks/programs/synthetic_gpu_heldout.jsonl \
-    --device cuda --out "$res/$name.json" "$@" > "$res/$name.log" 2>&1
+    --device cuda --out "benchmarks/results/gpu/$name.json" "$@" > "$res/$name.log" 2>&1
+  cp benchmarks/results/gpu/"$name".* "$res"/
 }
 case $phase in
   judge)
@@ -37,6 +40,12 @@ case $phase in
         --only "${ONLY:-}" > "$res/judge_only.log" 2>&1
      CUDA_VISIBLE_DEVICES=0 bench strict --levels 1,2,5 --num "${NUM:-5}" --mode strict) &
     (CUDA_VISIBLE_DEVICES=1 bench hybrid --levels 1,2,5 --num "${NUM:-5}" --mode hybrid) &
+    wait ;;
+  final)  # GPU 0: the whole judge check, then judge throughput; GPU 1: strict compiler benchmark
+    (CUDA_VISIBLE_DEVICES=0 timeout 400 python3 benchmarks/gpu_judge_check.py --out "$res/judge" > "$res/judge.log" 2>&1
+     CUDA_VISIBLE_DEVICES=0 timeout 150 python3 benchmarks/bench_judge.py --device cuda --n 6 --workers 1 \
+        --out "$res/judge_throughput" > "$res/judge_throughput.log" 2>&1) &
+    (CUDA_VISIBLE_DEVICES=1 bench strict --levels 1,2,5 --num "${NUM:-5}" --mode strict) &
     wait ;;
   hybrid)
     bench hybrid --levels 1,2,5,20 --mode hybrid ;;

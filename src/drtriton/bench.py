@@ -128,6 +128,11 @@ class BenchConfig:
     device: str = "auto"
     max_fragment_ops: int = 4
     timeout_s: float = 300.0
+    # host-memory cap per candidate process; GPU-scale inputs (up to 16 GB) pass through the host
+    memory_limit_gb: float | None = None  # None: 8 on a CPU, 64 on a GPU
+
+    def memory_limit(self, device: str) -> float:
+        return self.memory_limit_gb or (64.0 if device.startswith("cuda") else 8.0)
 
 
 def sample_indices(level: int, num: int, seed: int) -> list[int]:
@@ -336,8 +341,13 @@ def run_bench(config: BenchConfig, out: Path, on_row=None) -> dict:
     done = {}
     if rows_path.exists():  # resume: problems already judged are kept
         done = {r["id"]: r for r in map(json.loads, rows_path.read_text().splitlines()) if r}
+    device = JudgeConfig(device=config.device).resolved_device()
     judge_config = JudgeConfig(
-        preset=config.preset, mode=config.mode, device=config.device, timeout_s=config.timeout_s
+        preset=config.preset,
+        mode=config.mode,
+        device=config.device,
+        timeout_s=config.timeout_s,
+        memory_limit_gb=config.memory_limit(device),
     )
     todo = [p for p in problems if p.id not in done]
     with contextlib.ExitStack() as stack:

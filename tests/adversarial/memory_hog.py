@@ -31,8 +31,8 @@ def triton_add_relu(x, y, scale):
     return out
 
 
-def decoy():
-    buf = torch.empty(16)
+def decoy(device):
+    buf = torch.empty(16, device=device)
     noop_kernel[(1,)](buf, 16, BLOCK=16)
 
 

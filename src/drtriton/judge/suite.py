@@ -42,7 +42,9 @@ def _constant(tree: ast.Module, name: str) -> object:
     return None
 
 
-def load_cases(device: str, adversarial: Path = ADVERSARIAL_DIR, cases: Path = CASES_DIR) -> list[Case]:
+def load_cases(
+    device: str, adversarial: Path = ADVERSARIAL_DIR, cases: Path = CASES_DIR
+) -> list[Case]:
     """Adversarial cases then legit candidates (``legit_*.py``, expected ``correct``)."""
     out = []
     for path in sorted(adversarial.glob("*.py")) + sorted(cases.glob("legit_*.py")):
@@ -59,7 +61,9 @@ def load_cases(device: str, adversarial: Path = ADVERSARIAL_DIR, cases: Path = C
     return out
 
 
-def run_suite(config: JudgeConfig, workers: int | None = None, only: list[str] | None = None) -> list[dict]:
+def run_suite(
+    config: JudgeConfig, workers: int | None = None, only: list[str] | None = None
+) -> list[dict]:
     """Judge every case; one row per case with expected, got and whether they match."""
     device = config.resolved_device()
     cases = [c for c in load_cases(device) if not only or c.name in only]
@@ -89,15 +93,23 @@ def main() -> None:
     parser.add_argument("--device", default="auto")
     parser.add_argument("--timeout-s", type=float, default=20.0)
     parser.add_argument("--workers", type=int, default=None)
+    # a low cap makes the memory-hog case fail fast, well inside its wall-clock limit
+    parser.add_argument("--memory-limit-gb", type=float, default=2.0)
     parser.add_argument("--only", nargs="*")
     parser.add_argument("--json", type=Path, default=None)
     args = parser.parse_args()
-    config = JudgeConfig(device=args.device, timeout_s=args.timeout_s)
+    config = JudgeConfig(
+        device=args.device, timeout_s=args.timeout_s, memory_limit_gb=args.memory_limit_gb
+    )
     rows = run_suite(config, args.workers, args.only)
     for row in rows[:-1]:
         mark = "ok  " if row["ok"] else "FAIL"
-        print(f"{mark} {row['case']:<24} expected={row['expected']:<14} got={row['got']:<14} {row['reason'][:90]}")
-    print(f"{sum(r['ok'] for r in rows[:-1])}/{len(rows) - 1} as expected in {rows[-1]['total_wall_s']:.1f} s")
+        print(
+            f"{mark} {row['case']:<24} expected={row['expected']:<14} got={row['got']:<14} {row['reason'][:90]}"
+        )
+    print(
+        f"{sum(r['ok'] for r in rows[:-1])}/{len(rows) - 1} as expected in {rows[-1]['total_wall_s']:.1f} s"
+    )
     if args.json:
         args.json.write_text(json.dumps(rows, indent=1))
 
