@@ -88,3 +88,16 @@ def test_bench_cli_rejects_bad_input(tmp_path):
     assert r.exit_code == 2 and "KernelBench checkout" in r.output
     r = runner.invoke(app, ["bench", "--levels", "a,b", "--out", str(tmp_path / "r.json")])
     assert r.exit_code == 2 and "comma-separated" in r.output
+
+
+def test_training_refuses_held_out_benchmark_programs(tmp_path):
+    from drtriton.bench import HELD_OUT_SEED
+    from drtriton.synth import SynthConfig, synthesize, write_jsonl
+    from drtriton.train.pairs import read_programs
+
+    path = tmp_path / "p.jsonl"
+    write_jsonl(synthesize(SynthConfig(level=1, num=1, seed=HELD_OUT_SEED)), path)
+    with pytest.raises(ValueError, match="held-out benchmark seed"):
+        read_programs(path)
+    write_jsonl(synthesize(SynthConfig(level=1, num=1, seed=7)), path)
+    assert len(read_programs(path)) == 1

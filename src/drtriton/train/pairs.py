@@ -16,6 +16,7 @@ from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
 
+from drtriton.bench import HELD_OUT_SEED
 from drtriton.policy import (
     AnswerParseError,
     CompilerPolicy,
@@ -62,6 +63,11 @@ def read_programs(path: str | Path) -> list[dict]:
                 raise ValueError(f"{path}:{number}: not JSON ({exc.msg})") from None
             if not isinstance(row, dict) or not isinstance(row.get("source"), str):
                 raise ValueError(f"{path}:{number}: record has no 'source' string")
+            if row.get("seed") == HELD_OUT_SEED:
+                raise ValueError(
+                    f"{path}:{number}: program made with the held-out benchmark seed {HELD_OUT_SEED}; "
+                    "training on it would leak the benchmark (synthesize with another --seed)"
+                )
             row.setdefault("id", f"line{number}")
             row.setdefault("level", 1)
             rows.append(row)
