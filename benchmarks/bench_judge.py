@@ -57,8 +57,13 @@ ref, cand = open({ref!r}).read(), open({cand!r}).read()
 config = JudgeConfig(device={device!r})
 r = run_reference(ref, config, {device!r}, [1 + k for k in range(config.trials)], 0)
 t0 = time.perf_counter()
-module = {{}}
-exec(compile(cand, "candidate", "exec"), module)
+import importlib.util, tempfile, os
+path = os.path.join(tempfile.mkdtemp(), "candidate.py")  # real Triton needs a source file
+open(path, "w").write(cand)
+spec = importlib.util.spec_from_file_location("candidate", path)
+mod = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(mod)
+module = vars(mod)
 torch.manual_seed(0)
 model = module["ModelNew"](*r.init_inputs).to({device!r})
 with torch.no_grad():

@@ -41,10 +41,48 @@ def synth_block() -> str | None:
     )
 
 
+def gpu_compiler_block() -> str | None:
+    """Per-problem rows of the H200 runs of `drtriton bench` (benchmarks/gpu_session.sh)."""
+    rows = []
+    for mode in ("strict", "hybrid"):
+        path = RESULTS / "gpu" / f"{mode}.json.rows.jsonl"
+        if path.exists():
+            rows += [
+                json.loads(line) | {"mode": mode} for line in path.read_text().splitlines() if line
+            ]
+    if not rows:
+        return None
+
+    def fmt(x):
+        return "-" if x is None else f"{x:.2f}"
+
+    table = markdown_table(
+        [
+            {
+                "mode": r["mode"],
+                "problem": r["id"].rsplit("-", 1)[0],
+                "ops": r["ops"],
+                "status": r["status"],
+                "runtime_ms": fmt(r["runtime_ms"]),
+                "eager_ms": fmt(r["eager_ms"]),
+                "vs_eager": fmt(r["speedup_eager"]),
+                "vs_compile": fmt(r["speedup_compile"]),
+            }
+            for r in rows
+        ],
+        ["mode", "problem", "ops", "status", "runtime_ms", "eager_ms", "vs_eager", "vs_compile"],
+    )
+    return (
+        f"{table}\n\n_NVIDIA H200, torch 2.11.0+cu130, triton 3.6.0, judge preset hardened (fp32), "
+        "2026-11-30; rows from `benchmarks/results/gpu/*.rows.jsonl`. A partial run: the device time "
+        "of the session ran out after these problems._"
+    )
+
+
 def main() -> None:
     readme = ROOT / "README.md"
     text = readme.read_text()
-    for name, block in [("synth", synth_block())]:
+    for name, block in [("synth", synth_block()), ("gpu_compiler", gpu_compiler_block())]:
         if block is not None:
             text = replace_block(text, name, block)
     readme.write_text(text)
