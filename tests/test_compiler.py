@@ -249,3 +249,14 @@ def test_convert_example_verifies_with_the_judge(tmp_path):
     code = convert(str(example), str(tmp_path / "out.py"), device="cpu", echo=messages.append)
     assert code == 0, messages
     assert any(m.startswith("verdict: correct") for m in messages)
+
+
+def test_batched_matmul_beyond_the_grid_limit_loops_over_batches(monkeypatch):
+    # Regression: CUDA caps grid axis 2 at 65535; a GPU-scale matmul with 34M batches failed to
+    # launch ("invalid argument"). With the cap lowered to 2, 5 batches need the in-kernel loop.
+    from drtriton.compiler import kernels
+
+    monkeypatch.setattr(kernels, "MAX_GRID_Z", 2)
+    src = program("return torch.relu(torch.matmul(a, b))", [(5, 3, 4), (5, 4, 2)])
+    candidate = check(src)
+    assert "for pb in range(tl.program_id(2), 5, 2)" in candidate

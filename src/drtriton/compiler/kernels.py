@@ -508,6 +508,9 @@ def _mm_tune(M: int, N: int, K: int) -> list[str]:
     return out or [_config({"BM": 32, "BN": 32, "BK": 32}, 4)]
 
 
+MAX_GRID_Z = 65535  # CUDA's limit on grid axes 1 and 2
+
+
 def matmul(w: Writer, a: ir.Expr, b: ir.Expr, out: str) -> Kernel:
     """Batched ``a @ b`` with a tiled ``tl.dot`` (fp32, ``ieee`` precision); a, b share batch dims."""
     *batch, M, K = a.shape
@@ -516,28 +519,34 @@ def matmul(w: Writer, a: ir.Expr, b: ir.Expr, out: str) -> Kernel:
     w.constexprs = ["BM", "BN", "BK"]
     w.line("rm = tl.program_id(0) * BM + tl.arange(0, BM)")
     w.line("rn = tl.program_id(1) * BN + tl.arange(0, BN)")
-    w.line("pb = tl.program_id(2)")
-    bidx = w.delinearize("pb", tuple(batch))
-    w.line("acc = tl.zeros([BM, BN], dtype=tl.float32)")
-    with w.block(f"for k0 in range(0, {K}, BK):"):
-        w.line("rk = k0 + tl.arange(0, BK)")
-        w.line(f"amask = (rm[:, None] < {M}) & (rk[None, :] < {K})")
-        w.line(f"bmask = (rk[:, None] < {K}) & (rn[None, :] < {N})")
-        av = w.ev(a, [*bidx, "rm[:, None]", "rk[None, :]"], "amask")
-        bv = w.ev(b, [*bidx, "rk[:, None]", "rn[None, :]"], "bmask")
-        # zero the padding lanes: a fused prologue may map 0 to non-zero (e.g. exp)
-        av = w.tmp(f"tl.where(amask, {av}, 0.0).to(tl.float32)", "a")
-        bv = w.tmp(f"tl.where(bmask, {bv}, 0.0).to(tl.float32)", "b")
-        w.line(f'acc += tl.dot({av}, {bv}, input_precision="ieee")')
-    w.line(f"cmask = (rm[:, None] < {M}) & (rn[None, :] < {N})")
-    lin = w.tmp(f"pb * {M * N} + rm[:, None] * {N} + rn[None, :]", "o")
-    w.store(out, lin, "acc", "cmask", (*batch, M, N))
+    # CUDA caps grid axis 2 at 65535: larger batches loop, each program taking every
+    # num_programs(2)-th batch (a GPU-scale matmul of 5740 x 5957 batches failed to launch).
+    grid_b = min(B, MAX_GRID_Z)
+    header = None if grid_b == B else f"for pb in range(tl.program_id(2), {B}, {grid_b}):"
+    if header is None:
+        w.line("pb = tl.program_id(2)")
+    with w.block(header):
+        bidx = w.delinearize("pb", tuple(batch))
+        w.line("acc = tl.zeros([BM, BN], dtype=tl.float32)")
+        with w.block(f"for k0 in range(0, {K}, BK):"):
+            w.line("rk = k0 + tl.arange(0, BK)")
+            w.line(f"amask = (rm[:, None] < {M}) & (rk[None, :] < {K})")
+            w.line(f"bmask = (rk[:, None] < {K}) & (rn[None, :] < {N})")
+            av = w.ev(a, [*bidx, "rm[:, None]", "rk[None, :]"], "amask")
+            bv = w.ev(b, [*bidx, "rk[:, None]", "rn[None, :]"], "bmask")
+            # zero the padding lanes: a fused prologue may map 0 to non-zero (e.g. exp)
+            av = w.tmp(f"tl.where(amask, {av}, 0.0).to(tl.float32)", "a")
+            bv = w.tmp(f"tl.where(bmask, {bv}, 0.0).to(tl.float32)", "b")
+            w.line(f'acc += tl.dot({av}, {bv}, input_precision="ieee")')
+        w.line(f"cmask = (rm[:, None] < {M}) & (rn[None, :] < {N})")
+        lin = w.tmp(f"pb * {M * N} + rm[:, None] * {N} + rn[None, :]", "o")
+        w.store(out, lin, "acc", "cmask", (*batch, M, N))
     grid_m = f'triton.cdiv({M}, META["BM"])'
     grid_n = f'triton.cdiv({N}, META["BN"])'
     if w.blocks.tune:
-        return w.finish(f"lambda META: ({grid_m}, {grid_n}, {B})", {}, M * N * K, _mm_tune(M, N, K))
+        return w.finish(f"lambda META: ({grid_m}, {grid_n}, {grid_b})", {}, M * N * K, _mm_tune(M, N, K))
     bm, bn, bk = _mm_consts(w, M, N, K)
-    return w.finish(f"({-(-M // bm)}, {-(-N // bn)}, {B})", {"BM": bm, "BN": bn, "BK": bk},
+    return w.finish(f"({-(-M // bm)}, {-(-N // bn)}, {grid_b})", {"BM": bm, "BN": bn, "BK": bk},
                     M * N * K, None)
 
 
