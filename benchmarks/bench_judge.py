@@ -90,8 +90,10 @@ def own_run_time(ref: str, cand: str, device: str) -> float:
 def main() -> None:
     config = JudgeConfig(device=ARGS.device, seed=0, timeout_s=120)
     sources = [((CASES / r).read_text(), (CASES / c).read_text()) for r, c in PAIRS]
-    own = {c: statistics.median(own_run_time(r, c, config.resolved_device()) for _ in range(3))
-           for r, c in PAIRS}
+    own = {}
+    for r, c in PAIRS:  # progress is printed as it goes: a run cut short still says how far it got
+        own[c] = statistics.median(own_run_time(r, c, config.resolved_device()) for _ in range(3))
+        print(f"own run {c}: {own[c]:.3f} s", flush=True)
     rows = {}
     t0 = time.perf_counter()
     with JudgePool(config, workers=1) as pool:
@@ -106,6 +108,7 @@ def main() -> None:
                 assert verdict.status == "correct", verdict.reason
             rows[cand] = {"verdict_wall_s": statistics.mean(walls), "own_run_s": own[cand],
                           "overhead_s": statistics.mean(walls) - own[cand], "n": len(walls)}
+            print(f"verdicts {cand}: {statistics.mean(walls):.3f} s each", flush=True)
     batch = [sources[i % len(sources)] for i in range(ARGS.n)]
     with JudgePool(config, workers=ARGS.workers) as pool:
         pool.verify_many(batch[: ARGS.workers])
