@@ -160,16 +160,23 @@ def _adapt(sb: ShapeBuilder, t: TensorVar, ranks: Sequence[int], rank: int | Non
 
 
 def _place(
-    sb: ShapeBuilder, op_names: Sequence[str]
+    sb: ShapeBuilder, op_names: Sequence[str], fresh_rate: float = 0.0
 ) -> tuple[list[TensorVar], list[_Node], list[TensorVar]]:
-    """Place the operators in order; return (program inputs, nodes, outputs)."""
+    """Place the operators in order; return (program inputs, nodes, outputs).
+
+    ``fresh_rate``: the chance that an operator input is a fresh program input even when the
+    pool has a tensor to offer (0 is the plain CSP-DAG rule).
+    """
     rng = sb.rng
     pool: list[TensorVar] = []
     inputs: list[TensorVar] = []
     nodes: list[_Node] = []
     for name in op_names:
         op = get_op(name)
-        taken = [pool.pop(rng.randrange(len(pool))) for _ in range(min(op.arity, len(pool)))]
+        wanted = (
+            op.arity if not fresh_rate else sum(rng.random() >= fresh_rate for _ in range(op.arity))
+        )
+        taken = [pool.pop(rng.randrange(len(pool))) for _ in range(min(wanted, len(pool)))]
         rank = None
         if op.same_rank:
             first = taken[0].rank if taken else None
@@ -202,7 +209,12 @@ class _Draft:
 
 
 def draw_program(
-    op_names: Sequence[str], scale: str, rng: random.Random, budget: float = 2.0, halvings: int = 0
+    op_names: Sequence[str],
+    scale: str,
+    rng: random.Random,
+    budget: float = 2.0,
+    halvings: int = 0,
+    fresh_rate: float = 0.0,
 ) -> _Draft | str:
     """Build and solve one CP-SAT model for these operators.
 
@@ -212,7 +224,7 @@ def draw_program(
     limits = SCALES[scale]
     model = cp_model.CpModel()
     sb = ShapeBuilder(model, limits, rng)
-    inputs, nodes, outputs = _place(sb, op_names)
+    inputs, nodes, outputs = _place(sb, op_names, fresh_rate)
 
     flops = model.new_int_var(0, limits.flops_hi, "flops")
     model.add(flops == sum(n.applied.flops for n in nodes))
@@ -324,7 +336,9 @@ def get_init_inputs():
 
 
 # ----------------------------------------------------------------------------- quality filters
-def check_program(draft: _Draft | SynthProgram, mode: str, device: str = "cpu", seed: int = 0) -> str | None:
+def check_program(
+    draft: _Draft | SynthProgram, mode: str, device: str = "cpu", seed: int = 0
+) -> str | None:
     """Why the program must be rejected, or None if it passes. Mode: run, meta or none."""
     if mode == "none":
         return None
@@ -441,7 +455,11 @@ def synthesize_one(config: SynthConfig, index: int) -> SynthResult:
             # some sequences are degenerate whatever the shapes (LogSigmoid then ReLU is zero).
             op_names = level_ops(config.level, index, program_rng(config, index, -1 - attempt))
         rng = program_rng(config, index, attempt)
-        draft = draw_program(op_names, config.scale, rng, config.budget(), halvings)
+        # A sweep must reach every operator sequence, but some chains are degenerate whatever
+        # the shapes (ReLU of LogSigmoid is zero): after the first redraw period, sweep levels
+        # let operators take fresh inputs instead of their predecessors' outputs.
+        fresh_rate = 0.5 if config.level <= 2 and attempt >= OPS_REDRAW_EVERY else 0.0
+        draft = draw_program(op_names, config.scale, rng, config.budget(), halvings, fresh_rate)
         # A timeout usually means the FLOP floor is out of reach but not provably so: the next
         # draw starts one halving lower (the published generator's relaxation, made persistent).
         halvings += draft == "timeout"
