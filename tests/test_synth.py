@@ -186,3 +186,12 @@ def test_draw_reports_infeasible_structures():
     outcomes = [draw_program(["Max", "Min"], "small", random.Random(k)) for k in range(10)]
     assert "infeasible" in outcomes
     assert any(not isinstance(o, str) for o in outcomes)
+
+
+def test_degenerate_pair_is_still_reachable():
+    # Regression: ReLU(LogSigmoid(x)) is zero for every shape, so the chained draw is always
+    # rejected; the sweep must still produce a valid program for the pair.
+    index = OP_NAMES.index("LogSigmoid") * len(OPS) + OP_NAMES.index("ReLU")
+    (p,) = synthesize(SynthConfig(level=2, num=1, seed=0, scale="small", start_index=index))
+    assert p.ops == ["LogSigmoid", "ReLU"]
+    assert len(_op_lines(p.source)) == 2
