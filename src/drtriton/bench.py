@@ -16,6 +16,8 @@ import os
 import platform
 import re
 import subprocess
+import threading
+import time
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor, as_completed
 from dataclasses import dataclass
@@ -265,25 +267,28 @@ def _row(problem: Problem, verdict, chosen: str, wall_s: float, reason: str = ""
     }
 
 
+# GPU-scale filter runs hold up to tens of GB on one GPU: one at a time, whatever the threads.
+_FILTER_LOCK = threading.Lock()
+
+
 def _invalid_reference(problem: Problem, device: str) -> str | None:
     """Synthetic programs only shape-checked where they were made are run through the quality
     filters on the GPU first; a program that fails them is excluded from the metrics, and listed."""
     record = problem.record
     if record is None or record.checked == "run" or not device.startswith("cuda"):
         return None
-    from drtriton.synth import check_program
-
-    reason = check_program(record, "run", device)
     import torch
 
-    torch.cuda.empty_cache()  # the filters' tensors must not crowd the judge's sandboxes
+    from drtriton.synth import check_program
+
+    with _FILTER_LOCK:
+        reason = check_program(record, "run", device)
+        torch.cuda.empty_cache()  # the filters' tensors must not crowd the judge's sandboxes
     return f"failed the synthesis filters on {device}: {reason}" if reason else None
 
 
 def solve_problem(problem: Problem, config: BenchConfig, pool, fragment_pool=None) -> dict:
     """Produce a candidate for one problem with the configured policy and judge it."""
-    import time
-
     from drtriton.compiler import CompilerConfig, compile_program
 
     started = time.perf_counter()

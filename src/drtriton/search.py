@@ -92,8 +92,13 @@ class Choice:
 
     @property
     def cost(self) -> float:
-        # With no timing (CPU), each fragment costs 1: fewer, larger fragments win.
-        return self.verdict.runtime_ms if self.verdict.runtime_ms is not None else 1.0
+        return verdict_cost(self.verdict)
+
+
+def verdict_cost(verdict: Verdict) -> float:
+    """Milliseconds where timed; with no timing (CPU) every piece costs 1, so fewer, larger
+    fragments win and a whole-program candidate ties with any single fragment."""
+    return verdict.runtime_ms if verdict.runtime_ms is not None else 1.0
 
 
 @dataclass(frozen=True)
@@ -354,11 +359,7 @@ def compose(traced: Traced, choices: Sequence[Choice]) -> str:
         parts.append(
             f"# ---- fragment {k}: nodes {choice.fragment.start}..{choice.fragment.stop - 1}\n{body}"
         )
-        outs = ", ".join(choice.fragment.outputs) + (
-            "," if len(choice.fragment.outputs) == 1 else ""
-        )
-        if len(choice.fragment.outputs) == 1:
-            outs = choice.fragment.outputs[0]
+        outs = ", ".join(choice.fragment.outputs)  # a tuple-returning fragment unpacks
         lines.append(f"        {outs} = self.f{k}({', '.join(choice.fragment.inputs)})")
     result = [n for n in traced.graph.nodes if n.op == "output"][0].args[0]
     ret = ", ".join(n.name for n in result) if isinstance(result, tuple | list) else result.name
@@ -417,9 +418,7 @@ def _best_candidate(
     best: tuple[str, Verdict] | None = None
     for candidate in candidates:
         verdict = judge(reference, candidate)
-        if verdict.ok and (
-            best is None or Choice(None, candidate, verdict).cost < Choice(None, *best).cost
-        ):  # type: ignore[arg-type]
+        if verdict.ok and (best is None or verdict_cost(verdict) < verdict_cost(best[1])):
             best = (candidate, verdict)
     return best
 
@@ -515,7 +514,7 @@ def _report(
         options.append(("composed", composed_src, composed))
     if options:
         # faster of the two where timed; on a CPU the whole-program candidate (one piece) first
-        chosen, source, verdict = min(options, key=lambda o: Choice(None, o[1], o[2]).cost)  # type: ignore[arg-type]
+        chosen, source, verdict = min(options, key=lambda o: verdict_cost(o[2]))
     else:
         chosen, source, verdict = "none", None, composed
     segmentation = (

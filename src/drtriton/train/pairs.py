@@ -50,8 +50,8 @@ class PairsConfig:
             raise ValueError("samples must be at least 1")
 
 
-def read_programs(path: str | Path) -> list[dict]:
-    """Program records (JSONL with at least ``source``; ``id`` and ``level`` when present)."""
+def read_records(path: str | Path, required: tuple[str, ...], kind: str) -> list[dict]:
+    """JSONL records that each carry the ``required`` string fields; clear errors by line."""
     rows = []
     with Path(path).open() as f:
         for number, line in enumerate(f, 1):
@@ -61,18 +61,26 @@ def read_programs(path: str | Path) -> list[dict]:
                 row = json.loads(line)
             except json.JSONDecodeError as exc:
                 raise ValueError(f"{path}:{number}: not JSON ({exc.msg})") from None
-            if not isinstance(row, dict) or not isinstance(row.get("source"), str):
-                raise ValueError(f"{path}:{number}: record has no 'source' string")
-            if row.get("seed") == HELD_OUT_SEED:
-                raise ValueError(
-                    f"{path}:{number}: program made with the held-out benchmark seed {HELD_OUT_SEED}; "
-                    "training on it would leak the benchmark (synthesize with another --seed)"
-                )
-            row.setdefault("id", f"line{number}")
-            row.setdefault("level", 1)
+            if not isinstance(row, dict) or not all(isinstance(row.get(k), str) for k in required):
+                fields = " and ".join(f"'{k}'" for k in required)
+                raise ValueError(f"{path}:{number}: a {kind} record needs {fields} strings")
             rows.append(row)
     if not rows:
-        raise ValueError(f"{path}: no programs")
+        raise ValueError(f"{path}: no {kind}s")
+    return rows
+
+
+def read_programs(path: str | Path) -> list[dict]:
+    """Program records (JSONL with at least ``source``; ``id`` and ``level`` when present)."""
+    rows = read_records(path, ("source",), "program")
+    for number, row in enumerate(rows, 1):
+        if row.get("seed") == HELD_OUT_SEED:
+            raise ValueError(
+                f"{path}: record {number} was made with the held-out benchmark seed {HELD_OUT_SEED}; "
+                "training on it would leak the benchmark (synthesize with another --seed)"
+            )
+        row.setdefault("id", f"line{number}")
+        row.setdefault("level", 1)
     return rows
 
 

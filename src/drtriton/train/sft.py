@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from drtriton.policy import build_messages
+from drtriton.train.pairs import read_records
 
 
 @dataclass(frozen=True)
@@ -37,21 +38,7 @@ class SFTRunConfig:
 
 def read_pairs(path: str | Path) -> list[dict]:
     """Pair records with ``source`` and ``answer`` strings."""
-    rows = []
-    with Path(path).open() as f:
-        for number, line in enumerate(f, 1):
-            if not line.strip():
-                continue
-            try:
-                row = json.loads(line)
-            except json.JSONDecodeError as exc:
-                raise ValueError(f"{path}:{number}: not JSON ({exc.msg})") from None
-            if not all(isinstance(row.get(k), str) for k in ("source", "answer")):
-                raise ValueError(f"{path}:{number}: a pair needs 'source' and 'answer' strings")
-            rows.append(row)
-    if not rows:
-        raise ValueError(f"{path}: no pairs")
-    return rows
+    return read_records(path, ("source", "answer"), "pair")
 
 
 def to_dataset(pairs: list[dict]):
@@ -105,11 +92,16 @@ def run_sft(config: SFTRunConfig) -> dict:
         from peft import LoraConfig
 
         peft_config = LoraConfig(
-            r=config.lora_rank, lora_alpha=2 * config.lora_rank, target_modules="all-linear",
+            r=config.lora_rank,
+            lora_alpha=2 * config.lora_rank,
+            target_modules="all-linear",
             task_type="CAUSAL_LM",
         )
     trainer = SFTTrainer(
-        model=model, args=args, train_dataset=dataset, processing_class=tokenizer,
+        model=model,
+        args=args,
+        train_dataset=dataset,
+        processing_class=tokenizer,
         peft_config=peft_config,
     )
     result = trainer.train()
