@@ -260,3 +260,14 @@ def test_batched_matmul_beyond_the_grid_limit_loops_over_batches(monkeypatch):
     src = program("return torch.relu(torch.matmul(a, b))", [(5, 3, 4), (5, 4, 2)])
     candidate = check(src)
     assert "for pb in range(tl.program_id(2), 5, 2)" in candidate
+
+
+def test_contiguous_pointwise_loads_use_the_linear_index():
+    # A same-shape contiguous read must stay visibly contiguous to Triton (coalesced, vectorised):
+    # no div/mod index rebuild and no where() around the address. Broadcast reads keep the
+    # general path.
+    src = program("return torch.add(a, b) * c", [(6, 10), (6, 10), (10,)])
+    candidate = check(src)
+    assert "tl.load(in0_ptr + offs, mask=mask, other=0)" in candidate
+    assert "tl.load(in1_ptr + offs, mask=mask, other=0)" in candidate
+    assert "tl.load(in2_ptr + tl.where(mask" in candidate  # the broadcast (10,) operand

@@ -115,6 +115,8 @@ class Writer:
         self.helpers: set[str] = set()
         self.constexprs: list[str] = []
         self.epilogue: Epilogue | None = None
+        # multi-indices made by delinearize(): idx tuple -> (linear variable, shape)
+        self.linear: dict[tuple[str, ...], tuple[str, ir.Shape]] = {}
 
     # ---- plumbing
     def ptr(self, buf: str, out: bool = False) -> str:
@@ -164,6 +166,7 @@ class Writer:
             if d > 0:
                 code = f"{code} % {size}"
             out.append(self.tmp(code, "i"))
+        self.linear[tuple(out)] = (lin, tuple(shape))
         return out
 
     # ---- expression evaluation
@@ -190,6 +193,11 @@ class Writer:
             p = self.ptr(e.buf)
             if not any(s != 0 and n != 1 and i != "0" for i, s, n in zip(idx, e.strides, e.shape, strict=True)):
                 return f"tl.load({p} + {e.offset})"
+            lin = self._contiguous_linear(e, idx)
+            if lin is not None:
+                # a contiguous read in the kernel's own order: the plain linear index keeps the
+                # access pattern visible to Triton (coalesced, vectorised), no div/mod, no where()
+                return f"tl.load({p} + {lin}{f' + {e.offset}' if e.offset else ''}, mask={mask}, other=0)"
             # where(): the offset takes the mask's block shape even when every index is a
             # scalar (batch or group ids), and masked lanes never form an out-of-range address
             return f"tl.load({p} + tl.where({mask}, {' + '.join(terms)}, 0), mask={mask}, other=0)"
@@ -223,6 +231,17 @@ class Writer:
                 result = val if result is None else self.tmp(f"tl.where({cond}, {val}, {result})", "v")
             return result
         raise TypeError(f"cannot evaluate {type(e).__name__}")
+
+    def _contiguous_linear(self, e: ir.Load, idx: list[str]) -> str | None:
+        """The linear variable ``idx`` was delinearized from, when ``e`` reads exactly that
+        row-major order (same shape, contiguous strides); else None."""
+        made = self.linear.get(tuple(idx))
+        if made is None or tuple(e.shape) != made[1]:
+            return None
+        strides = ir.contiguous_strides(e.shape)
+        if any(n != 1 and s != c for s, c, n in zip(e.strides, strides, e.shape, strict=True)):
+            return None
+        return made[0]
 
     def _op(self, e: ir.Op, a: list[str], idx: list[str]) -> str:
         n, p = e.name, e.params
