@@ -330,6 +330,8 @@ def pointwise(w: Writer, expr: ir.Expr, out: str) -> Kernel:
     return w.finish(f"({-(-n // block)},)", {"BLOCK": block}, n, None)
 
 
+COLUMN_BR = 32  # reduced elements per loop step of a column reduction (GPU)
+
 ROW_KINDS = {"sum", "mean", "amax", "amin", "argmax", "argmin", "var", "norm2",
              "softmax", "log_softmax", "normalize"}
 
@@ -343,8 +345,12 @@ def rowwise(w: Writer, kind: str, x: ir.Expr, dims: tuple[int, ...], out: str,
     rshape = tuple(shape[d] for d in dims)
     M, R = ir.numel(kshape), ir.numel(rshape)
     b = w.blocks
-    single = R <= b.row_single
-    BR = next_pow2(R) if single else min(next_pow2(R), 1024)
+    # On a GPU, a reduction that keeps the innermost dim (a column sum of a row-major matrix)
+    # reads memory along the kept rows: many rows per program, a short loop over the reduced
+    # dims, so each [BM, BR] tile is coalesced along BM (a [1, R] tile would stride by a row).
+    column = b.tune and (len(shape) - 1) not in dims and shape[-1] > 1 and R > 1
+    single = R <= b.row_single and not column
+    BR = next_pow2(R) if single else min(next_pow2(R), COLUMN_BR if column else 1024)
     w.constexprs = ["BM"]
     w.line("rows = tl.program_id(0) * BM + tl.arange(0, BM)")
     w.line("rm = rows[:, None]")
@@ -459,6 +465,10 @@ def rowwise(w: Writer, kind: str, x: ir.Expr, dims: tuple[int, ...], out: str,
         w.line(f"rmask = rows < {M}")
         w.store(out, "rows", res, "rmask", kshape)
 
+    if b.tune and column:
+        bms = sorted({max(1, min(next_pow2(M), bm)) for bm in (32, 64, 128)})
+        configs = [_config({"BM": bm}, 4) for bm in bms]
+        return w.finish(f'lambda META: (triton.cdiv({M}, META["BM"]),)', {}, M, configs)
     if b.tune:
         bms = sorted({max(1, min(next_pow2(M), max(1, n // BR))) for n in (1024, 4096, 16384)})
         configs = [_config({"BM": bm}, 4 if bm * BR <= 4096 else 8) for bm in bms]
