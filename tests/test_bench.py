@@ -101,3 +101,73 @@ def test_training_refuses_held_out_benchmark_programs(tmp_path):
         read_programs(path)
     write_jsonl(synthesize(SynthConfig(level=1, num=1, seed=7)), path)
     assert len(read_programs(path)) == 1
+
+
+class _CompilerServer:
+    """A local OpenAI-compatible endpoint whose 'model' answers with the built-in compiler."""
+
+    def __enter__(self):
+        import re
+        import threading
+        from http.server import BaseHTTPRequestHandler, HTTPServer
+
+        from drtriton.policy import CompilerPolicy
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_POST(self):
+                body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+                prompt = body["messages"][-1]["content"]
+                program = re.search(r"```python\n(.*?)```", prompt, re.S).group(1)
+                answer = CompilerPolicy().answer(program)
+                data = json.dumps(
+                    {"choices": [{"message": {"content": answer}}] * body.get("n", 1)}
+                )
+                self.send_response(200)
+                self.send_header("Content-Type", "application/json")
+                self.end_headers()
+                self.wfile.write(data.encode())
+
+            def log_message(self, *args):
+                pass
+
+        self.server = HTTPServer(("127.0.0.1", 0), Handler)
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+        return f"http://127.0.0.1:{self.server.server_port}/v1"
+
+    def __exit__(self, *exc):
+        self.server.shutdown()
+
+
+def test_bench_with_an_openai_compatible_policy(tmp_path):
+    from drtriton.bench import BenchConfig, run_bench
+
+    with _CompilerServer() as url:
+        config = BenchConfig(levels=(1,), num=2, device="cpu", policy=f"openai:{url}#fake")
+        report = run_bench(config, tmp_path / "r.json")
+    assert report["summary"]["all"]["accuracy"] == 1.0
+    assert report["config"]["policy"].startswith("openai:")
+
+
+def test_policy_generator_keeps_parsable_answers():
+    from drtriton.search import policy_generator
+
+    good = "```python\nimport torch\n\n\nclass ModelNew(torch.nn.Module):\n    pass\n```"
+
+    class Stub:
+        def generate(self, sources, n, sampling):
+            return [[good, "no code here", good][:n] for _ in sources]
+
+    assert len(policy_generator(Stub(), 3)("ignored")) == 2
+
+
+def test_policy_specs():
+    from drtriton.policy import parse_policy_spec
+
+    assert parse_policy_spec("compiler") == ("compiler", ())
+    assert parse_policy_spec("hf:/m") == ("hf", ("/m",))
+    assert parse_policy_spec("openai:http://h:8000/v1#qwen") == (
+        "openai",
+        ("http://h:8000/v1", "qwen"),
+    )
+    with pytest.raises(ValueError, match="unknown policy"):
+        parse_policy_spec("gpt")

@@ -123,7 +123,8 @@ class BenchConfig:
     seed: int = HELD_OUT_SEED
     programs: str | None = None  # a synthesized JSONL to use instead of synthesizing here
     path: str | None = None  # KernelBench checkout (suite kernelbench)
-    policy: str = "compiler"
+    policy: str = "compiler"  # compiler | hf:MODEL_DIR | openai:BASE_URL#MODEL
+    samples: int = 1  # answers per fragment from an LLM policy when searching (pass@1 otherwise)
     search: bool = False
     mode: str = "strict"
     preset: str = "hardened"
@@ -287,6 +288,12 @@ def _invalid_reference(problem: Problem, device: str) -> str | None:
     return f"failed the synthesis filters on {device}: {reason}" if reason else None
 
 
+def _policy(config: BenchConfig, device: str):
+    from drtriton.policy import load_policy
+
+    return load_policy(config.policy, device)
+
+
 def solve_problem(problem: Problem, config: BenchConfig, pool, fragment_pool=None) -> dict:
     """Produce a candidate for one problem with the configured policy and judge it."""
     from drtriton.compiler import CompilerConfig, compile_program
@@ -307,7 +314,14 @@ def solve_problem(problem: Problem, config: BenchConfig, pool, fragment_pool=Non
             preset=config.preset,
             max_fragment_ops=config.max_fragment_ops,
         )
-        report = search(problem.source, search_config, pool=pool, fragment_pool=fragment_pool)
+        from drtriton.search import compiler_generator, policy_generator
+
+        generators = [compiler_generator(config.mode, device)]
+        if config.policy != "compiler":
+            generators.append(policy_generator(_policy(config, device), config.samples))
+        report = search(
+            problem.source, search_config, generators, pool=pool, fragment_pool=fragment_pool
+        )
         return _row(
             problem,
             report.verdict,
@@ -316,11 +330,17 @@ def solve_problem(problem: Problem, config: BenchConfig, pool, fragment_pool=Non
             "; ".join(report.notes),
         )
     try:
-        compiler = CompilerConfig(
-            mode=config.mode, device="cuda" if device.startswith("cuda") else "cpu"
-        )
-        candidate = compile_program(problem.source, compiler)
-    except Exception as exc:  # the policy produced nothing: counted as not correct
+        if config.policy == "compiler":
+            compiler = CompilerConfig(
+                mode=config.mode, device="cuda" if device.startswith("cuda") else "cpu"
+            )
+            candidate = compile_program(problem.source, compiler)
+        else:  # pass@1: the policy's first answer is the one that counts
+            from drtriton.policy import Sampling, parse_answer
+
+            answer = _policy(config, device).generate([problem.source], 1, Sampling())[0][0]
+            candidate = parse_answer(answer)
+    except Exception as exc:  # the policy produced nothing usable: counted as not correct
         return _row(
             problem, None, "none", time.perf_counter() - started, f"{type(exc).__name__}: {exc}"
         )

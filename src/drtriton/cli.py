@@ -281,7 +281,8 @@ def bench(
     scale: str = typer.Option("small", help="Synthetic scale: small | gpu."),
     programs: Path = typer.Option(None, help="Use these synthesized programs (JSONL) instead of synthesizing."),
     path: Path = typer.Option(None, help="KernelBench checkout (suite kernelbench)."),
-    policy: str = typer.Option("compiler", help="Candidate policy: compiler."),
+    policy: str = typer.Option("compiler", help="compiler | hf:MODEL_DIR | openai:BASE_URL#MODEL."),
+    samples: int = typer.Option(1, help="LLM answers per fragment when searching."),
     search: bool = typer.Option(False, help="Use test-time fragment search."),
     mode: str = typer.Option("strict", help="strict | hybrid (judge and compiler)."),
     preset: str = typer.Option("hardened", help="Judge preset: hardened | kernelbench | kernelbench-v0.1."),
@@ -297,15 +298,21 @@ def bench(
         fail(f"--suite must be synthetic or kernelbench, got {suite!r}")
     if suite == "kernelbench" and (path is None or not path.exists()):
         fail("--suite kernelbench needs --path to an existing KernelBench checkout")
-    if policy != "compiler":
-        fail(f"unknown --policy {policy!r}; available: compiler")
+    from drtriton.policy import parse_policy_spec
+
+    try:
+        kind, args = parse_policy_spec(policy)
+    except ValueError as exc:
+        fail(str(exc))
+    if kind == "hf" and not Path(args[0]).is_dir():
+        fail(f"--policy {policy}: no model directory {args[0]}")
     if programs is not None and not programs.exists():
         fail(f"--programs: no such file {programs}")
     _check_writable(out)
     config = BenchConfig(
         suite=suite, levels=_int_list(levels, "--levels"), num=num, scale=scale,
         seed=HELD_OUT_SEED if seed is None else seed, programs=str(programs) if programs else None,
-        path=str(path) if path else None, policy=policy, search=search, mode=mode, preset=preset,
+        path=str(path) if path else None, policy=policy, samples=samples, search=search, mode=mode, preset=preset,
         device=device,
     )  # fmt: skip
     columns = (TextColumn("bench"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(), TextColumn("{task.fields[last]}"))

@@ -299,3 +299,26 @@ class OpenAIPolicy:
 
     def generate(self, sources: Sequence[str], n: int, sampling: Sampling) -> list[list[str]]:
         return [self._complete(s, n, sampling) for s in sources]
+
+
+def parse_policy_spec(spec: str) -> tuple[str, tuple[str, ...]]:
+    """``compiler``, ``hf:MODEL_DIR`` or ``openai:BASE_URL#MODEL`` -> (kind, arguments)."""
+    kind, _, rest = spec.partition(":")
+    if spec == "compiler":
+        return "compiler", ()
+    if kind == "hf" and rest:
+        return "hf", (rest,)
+    if kind == "openai" and "#" in rest:
+        url, _, model = rest.rpartition("#")
+        return "openai", (url, model)
+    raise ValueError(f"unknown policy {spec!r}; use compiler, hf:MODEL_DIR or openai:BASE_URL#MODEL")
+
+
+def load_policy(spec: str, device: str = "cpu") -> Policy:
+    """The policy a spec names (see ``parse_policy_spec``), on ``device``."""
+    kind, args = parse_policy_spec(spec)
+    if kind == "compiler":
+        return CompilerPolicy(device="cuda" if device.startswith("cuda") else "cpu")
+    if kind == "hf":
+        return HFPolicy(args[0], device=device)
+    return OpenAIPolicy(*args)

@@ -267,6 +267,25 @@ def compiler_generator(mode: str, device: str) -> Generator:
     return generate
 
 
+def policy_generator(policy, samples: int, sampling=None) -> Generator:
+    """An LLM policy (``drtriton.policy``) as a candidate generator: ``samples`` answers per
+    fragment, parsed into candidate programs; answers that do not parse are dropped."""
+    from drtriton.policy import AnswerParseError, Sampling, parse_answer
+
+    sampling = sampling or Sampling()
+
+    def generate(source: str) -> list[str]:
+        candidates = []
+        for answer in policy.generate([source], samples, sampling)[0]:
+            try:
+                candidates.append(parse_answer(answer))
+            except AnswerParseError:
+                continue
+        return candidates
+
+    return generate
+
+
 class VerdictCache:
     """SQLite cache of verdicts keyed by (reference, candidate, device, versions, judge settings)."""
 
