@@ -162,7 +162,22 @@ def test_convert_search_cli_on_cpu(tmp_path):
     program = tmp_path / "prog.py"
     program.write_text(PROGRAM.replace("d = torch.cummax(c, dim=0).values", "d = c"))
     out = tmp_path / "out" / "prog_triton.py"
-    result = CliRunner().invoke(app, ["convert", str(program), "-o", str(out), "--device", "cpu", "--search"])
+    result = CliRunner().invoke(
+        app, ["convert", str(program), "-o", str(out), "--device", "cpu", "--search"]
+    )
     assert result.exit_code == 0, result.output
     assert "correctness only" in result.output and "verdict: correct" in result.output
     assert "ModelNew" in out.read_text()
+
+
+def test_compiler_generator_offers_hybrid_variants_only_to_a_hybrid_judge():
+    from drtriton.search import compiler_generator
+
+    program = PROGRAM.replace(
+        "b = torch.add(a, y)",
+        "b = torch.matmul(a, y.reshape(32, 4)).reshape(4, 4)\n        b = torch.add(b.reshape(1, 16).expand(8, 16), 1.0)",
+    )
+    strict = compiler_generator("strict", "cpu")(program)
+    hybrid = compiler_generator("hybrid", "cpu")(program)
+    assert len(strict) == 1 and len(hybrid) == 2
+    assert hybrid[0] == strict[0] and hybrid[1] != strict[0]

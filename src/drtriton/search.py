@@ -253,16 +253,25 @@ def get_init_inputs():
 
 # ----------------------------------------------------------------------------- candidates and cache
 def compiler_generator(mode: str, device: str) -> Generator:
-    """The built-in compiler as a candidate generator (one candidate per fragment)."""
-    from drtriton.compiler import CompilerConfig, UnsupportedOperatorError, compile_program
+    """The built-in compiler as a candidate generator: its strict translation, and under a hybrid
+    judge also its hybrid one (vendor matmul/convolution), each a different fusion of the piece."""
+    from drtriton.compiler import CompilerConfig, compile_program
 
-    config = CompilerConfig(mode=mode, device="cuda" if device.startswith("cuda") else "cpu")
+    target = "cuda" if device.startswith("cuda") else "cpu"
+    configs = [
+        CompilerConfig(mode=m, device=target)
+        for m in ("strict", "hybrid")
+        if m == "strict" or mode == "hybrid"
+    ]
 
     def generate(source: str) -> list[str]:
-        try:
-            return [compile_program(source, config)]
-        except (UnsupportedOperatorError, Exception):  # a failed compile is just no candidate
-            return []
+        candidates = []
+        for config in configs:
+            try:
+                candidates.append(compile_program(source, config))
+            except Exception:  # an operator it cannot lower (or a trace failure): no candidate
+                continue
+        return candidates
 
     return generate
 
