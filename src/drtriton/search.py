@@ -145,8 +145,12 @@ def trace(source: str) -> Traced:
     model = module.Model(*module.get_init_inputs())
     with FX_TRACE_LOCK:
         gm = fx.symbolic_trace(model)
-    torch.manual_seed(1)
-    ShapeProp(gm).propagate(*module.get_inputs())
+    try:  # shapes from meta tensors: a GPU-scale program would take minutes on the CPU
+        with torch.device("meta"):
+            ShapeProp(gm).propagate(*module.get_inputs())
+    except Exception:  # an op without a meta kernel: propagate real tensors
+        torch.manual_seed(1)
+        ShapeProp(gm).propagate(*module.get_inputs())
     has_params = any(True for _ in model.parameters()) or any(True for _ in model.buffers())
     nodes = [
         n
