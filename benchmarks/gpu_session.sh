@@ -2,7 +2,9 @@
 # One call on a lent GPU machine (2 x H200): run a phase of the GPU checks and benchmarks and pack
 # every result into $OUT/results.tgz (the device returns few files). Run from the repo root:
 #   bash benchmarks/gpu_session.sh judge   # judge suite + timing check (GPU 0) | RL smoke + judge throughput (GPU 1)
-#   bash benchmarks/gpu_session.sh bench   # compiler on the held-out synthetic GPU sample, strict then hybrid
+#   bash benchmarks/gpu_session.sh bench   # judge subset (ONLY=...) then strict (GPU 0) | hybrid (GPU 1)
+#   bash benchmarks/gpu_session.sh final   # judge check + throughput (GPU 0) | strict compiler benchmark (GPU 1)
+#   bash benchmarks/gpu_session.sh hybrid  # compiler benchmark, hybrid mode
 #   bash benchmarks/gpu_session.sh search  # fragment search vs whole-program compile, levels 5 and 20
 # Needs: torch, triton, transformers (there), OR-Tools wheels in .whl/ (carried) for the synthesis
 # filters that the benchmark re-runs on the GPU.
@@ -49,8 +51,11 @@ case $phase in
     wait ;;
   hybrid)
     bench hybrid --levels 1,2,5,20 --mode hybrid ;;
-  search)
-    bench search --levels 5,20 --num 3 --mode strict --search ;;
+  search)  # both GPUs: whole-program compile vs fragment search on the same problems
+    (CUDA_VISIBLE_DEVICES=0 bench whole --levels 5,20 --num "${NUM:-2}" --mode strict) &
+    (CUDA_VISIBLE_DEVICES=1 bench search --levels 5,20 --num "${NUM:-2}" --mode strict --search \
+        --max-fragment-ops "${MAX_OPS:-3}") &
+    wait ;;
   *) echo "unknown phase $phase"; exit 2 ;;
 esac
 find "$res" -type f -size +2M -delete  # checkpoints and other bulk: the device returns 16 MiB at most

@@ -284,6 +284,7 @@ def bench(
     policy: str = typer.Option("compiler", help="compiler | hf:MODEL_DIR | openai:BASE_URL#MODEL."),
     samples: int = typer.Option(1, help="LLM answers per fragment when searching."),
     search: bool = typer.Option(False, help="Use test-time fragment search."),
+    max_fragment_ops: int = typer.Option(4, help="Largest fragment (operators) when searching."),
     mode: str = typer.Option("strict", help="strict | hybrid (judge and compiler)."),
     preset: str = typer.Option("hardened", help="Judge preset: hardened | kernelbench | kernelbench-v0.1."),
     device: str = typer.Option("auto", help="auto | cpu | cuda."),
@@ -313,6 +314,7 @@ def bench(
         suite=suite, levels=_int_list(levels, "--levels"), num=num, scale=scale,
         seed=HELD_OUT_SEED if seed is None else seed, programs=str(programs) if programs else None,
         path=str(path) if path else None, policy=policy, samples=samples, search=search, mode=mode, preset=preset,
+        max_fragment_ops=max_fragment_ops,
         device=device,
     )  # fmt: skip
     columns = (TextColumn("bench"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(), TextColumn("{task.fields[last]}"))
