@@ -390,8 +390,10 @@ class _Runs:
     def run(self, inputs):
         import torch
 
+        from drtriton.program import as_output_tuple
+
         with torch.no_grad():
-            return module_outputs(self.model, inputs)
+            return as_output_tuple(self.model(*inputs))
 
     def unused_input(self) -> str | None:
         """Reject a program with an input that changes no output."""
@@ -428,12 +430,6 @@ class _Runs:
             if not ok:
                 return "ill_conditioned"
         return None
-
-
-def module_outputs(model, inputs):
-    from drtriton.program import as_output_tuple
-
-    return as_output_tuple(model(*inputs))
 
 
 # ----------------------------------------------------------------------------- driver
