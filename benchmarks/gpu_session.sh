@@ -4,6 +4,7 @@
 #   bash benchmarks/gpu_session.sh judge   # judge suite + timing check (GPU 0) | RL smoke + judge throughput (GPU 1)
 #   bash benchmarks/gpu_session.sh bench   # judge subset (ONLY=...) then strict (GPU 0) | hybrid (GPU 1)
 #   bash benchmarks/gpu_session.sh final   # judge check + throughput (GPU 0) | strict compiler benchmark (GPU 1)
+#   bash benchmarks/gpu_session.sh profile # compiler diagnostics (GPU 0) | judge throughput (GPU 1)
 #   bash benchmarks/gpu_session.sh hybrid  # compiler benchmark, hybrid mode
 #   bash benchmarks/gpu_session.sh search  # fragment search vs whole-program compile, levels 5 and 20
 # Needs: torch, triton, transformers (there), OR-Tools wheels in .whl/ (carried) for the synthesis
@@ -48,6 +49,15 @@ case $phase in
      CUDA_VISIBLE_DEVICES=0 timeout 150 python3 benchmarks/bench_judge.py --device cuda --n 6 --workers 1 \
         --out "$res/judge_throughput" > "$res/judge_throughput.log" 2>&1) &
     (CUDA_VISIBLE_DEVICES=1 bench strict --levels 1,2,5 --num "${NUM:-5}" --mode strict) &
+    wait ;;
+  profile)  # GPU 0: compiler diagnostics (per-kernel times); GPU 1: judge throughput on CUDA
+    (CUDA_VISIBLE_DEVICES=0 timeout "$budget" python3 benchmarks/gpu_profile.py \
+        --programs benchmarks/programs/synthetic_gpu_heldout.jsonl --levels "${LEVELS:-1,2,5}" \
+        --budget-s $((budget - 60)) --out "$res/profile" > "$res/profile.log" 2>&1) &
+    (CUDA_VISIBLE_DEVICES=1 timeout 300 python3 benchmarks/bench_judge.py --device cuda --n 4 --workers 2 \
+        --repeats 2 --no-compile-baseline --out "$res/throughput_nocompile" > "$res/throughput_nocompile.log" 2>&1
+     CUDA_VISIBLE_DEVICES=1 timeout 200 python3 benchmarks/bench_judge.py --device cuda --n 2 --workers 1 \
+        --repeats 1 --out "$res/throughput_compile" > "$res/throughput_compile.log" 2>&1) &
     wait ;;
   hybrid)
     bench hybrid --levels 1,2,5,20 --mode hybrid ;;
