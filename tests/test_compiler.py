@@ -257,9 +257,38 @@ def test_batched_matmul_beyond_the_grid_limit_loops_over_batches(monkeypatch):
     from drtriton.compiler import kernels
 
     monkeypatch.setattr(kernels, "MAX_GRID_Z", 2)
-    src = program("return torch.relu(torch.matmul(a, b))", [(5, 3, 4), (5, 4, 2)])
+    src = program("return torch.relu(torch.matmul(a, b))", [(5, 16, 33), (5, 33, 16)])
     candidate = check(src)
     assert "for pb in range(tl.program_id(2), 5, 2)" in candidate
+
+
+@pytest.mark.parametrize(
+    "shapes",
+    [[(7, 21, 1), (7, 1, 1)], [(2, 5, 20), (20, 3)], [(3, 40, 30), (30, 9)]],
+    ids=["k1-batched", "m5-broadcast-b", "m40-k30-n9"],
+)
+def test_skinny_matmul_is_one_elementwise_pass(shapes):
+    # A matmul with a side under tl.dot's 16-wide minimum and a short K unrolls K in an
+    # elementwise kernel over the output (tiles were mostly padding); the epilogue still fuses.
+    src = program("return torch.sigmoid(torch.matmul(a, b))", shapes)
+    candidate = check(src)
+    assert "tl.dot" not in candidate
+    assert candidate.count("@triton.jit") == 1
+
+
+def test_matmul_with_a_long_reduction_keeps_tiles():
+    candidate = check(program("return torch.matmul(a, b)", [(4, 40), (40, 3)]))
+    assert "tl.dot" in candidate
+
+
+def test_programs_past_int32_elements_index_in_int64():
+    # 70000 x 40000 elements overflow int32 index arithmetic. The shapes come from the meta
+    # device, so nothing of that size is allocated here.
+    big = program("return torch.relu(a).sum(dim=-1)", [(70000, 40000)])
+    small = program("return torch.relu(a).sum(dim=-1)", [(70, 40)])
+    cuda = CompilerConfig(device="cuda")
+    assert "tl.program_id(0).to(tl.int64)" in compile_program(big, cuda)
+    assert ".to(tl.int64)" not in compile_program(small, cuda)
 
 
 def test_contiguous_pointwise_loads_use_the_linear_index():

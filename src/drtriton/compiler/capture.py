@@ -63,24 +63,39 @@ def capture(source: str) -> Captured:
             "forward", 0, "", f"cannot trace forward(): {type(exc).__name__}: {exc}"
         ) from exc
     gm = fx.GraphModule(tracer.root, graph)
-    inputs = list(module.get_inputs())
-    _propagate(gm, inputs)
+    inputs = _meta_inputs(module)
+    if inputs is None or not _propagate_on_meta(gm, inputs):
+        # some op without a meta kernel (or inputs that need data): run the real thing once
+        inputs = list(module.get_inputs())
+        with torch.no_grad():
+            ShapeProp(gm).propagate(*inputs)
     names = [n.target for n in gm.graph.nodes if n.op == "placeholder"]
     init_src, preamble = extract_init(source)
     return Captured(gm, model, source.splitlines(), init_src, preamble, names, inputs)
 
 
-def _propagate(gm: fx.GraphModule, inputs: list) -> None:
-    """Shapes/dtypes on every node: meta tensors first (free), real tensors as a fallback."""
+def _meta_inputs(module) -> list | None:
+    """``get_inputs()`` on the meta device: shapes without data (a GPU-scale program's inputs
+    took 30 s and 11 GB to draw on the CPU). None when the function needs real data."""
+    try:
+        with torch.device("meta"):
+            inputs = list(module.get_inputs())
+    except Exception:
+        return None
+    if any(isinstance(x, torch.Tensor) and not x.is_meta for x in inputs):
+        return None
+    return inputs
+
+
+def _propagate_on_meta(gm: fx.GraphModule, inputs: list) -> bool:
+    """Shapes/dtypes on every node from meta tensors (free); False when an op has no meta kernel."""
     try:
         meta_gm = fx.GraphModule(_meta_copy(gm), gm.graph)
         meta_in = [x.to("meta") if isinstance(x, torch.Tensor) else x for x in inputs]
         ShapeProp(meta_gm).propagate(*meta_in)
-        return
-    except Exception:  # some op without a meta kernel: run the real thing once
-        pass
-    with torch.no_grad():
-        ShapeProp(gm).propagate(*inputs)
+        return True
+    except Exception:
+        return False
 
 
 def _meta_copy(gm: fx.GraphModule) -> torch.nn.Module:

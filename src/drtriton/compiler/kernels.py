@@ -540,10 +540,19 @@ def _mm_tune(M: int, N: int, K: int) -> list[str]:
 MAX_GRID_Z = 65535  # CUDA's limit on grid axes 1 and 2
 
 
+SKINNY_MAX_K = 32  # reductions up to this length unroll in the skinny-matmul kernel
+
+
 def matmul(w: Writer, a: ir.Expr, b: ir.Expr, out: str) -> Kernel:
-    """Batched ``a @ b`` with a tiled ``tl.dot`` (fp32, ``ieee`` precision); a, b share batch dims."""
+    """Batched ``a @ b`` with a tiled ``tl.dot`` (fp32, ``ieee`` precision); a, b share batch dims.
+
+    A matmul with a side under 16 (``tl.dot``'s minimum tile) and a short reduction goes to
+    :func:`skinny_matmul` instead: tiles would be mostly padding.
+    """
     *batch, M, K = a.shape
     N = b.shape[-1]
+    if min(M, N, K) < 16 and K <= SKINNY_MAX_K:
+        return skinny_matmul(w, a, b, out)
     B = ir.numel(tuple(batch))
     w.constexprs = ["BM", "BN", "BK"]
     w.line("rm = tl.program_id(0) * BM + tl.arange(0, BM)")
@@ -577,6 +586,34 @@ def matmul(w: Writer, a: ir.Expr, b: ir.Expr, out: str) -> Kernel:
     bm, bn, bk = _mm_consts(w, M, N, K)
     return w.finish(f"({-(-M // bm)}, {-(-N // bn)}, {grid_b})", {"BM": bm, "BN": bn, "BK": bk},
                     M * N * K, None)
+
+
+def skinny_matmul(w: Writer, a: ir.Expr, b: ir.Expr, out: str) -> Kernel:
+    """``a @ b`` with K <= SKINNY_MAX_K as one elementwise pass over the output, K unrolled.
+
+    GPU-scale programs produce matmuls such as 34M batches of (21 x 1) @ (1 x 1), where a tiled
+    kernel spends its time on padding; here each output element is a short dot product and the
+    pass is bound by writing the output, like any elementwise kernel.
+    """
+    *batch, M, K = a.shape
+    N = b.shape[-1]
+    shape = (*batch, M, N)
+    n = ir.numel(shape)
+    w.constexprs = ["BLOCK"]
+    w.line("offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)")
+    w.line("mask = offs < N")
+    *bidx, mi, ni = w.delinearize("offs", shape)
+    acc = w.tmp("tl.zeros([BLOCK], dtype=tl.float32)", "acc")
+    for k in range(K):
+        av = w.ev(a, [*bidx, mi, str(k)], "mask")
+        bv = w.ev(b, [*bidx, str(k), ni], "mask")
+        w.line(f"{acc} += {av}.to(tl.float32) * {bv}.to(tl.float32)")
+    w.store(out, "offs", acc, "mask", shape)
+    if w.blocks.tune:
+        configs = [_config({"BLOCK": s}, wp) for s, wp in ((256, 2), (1024, 4), (4096, 8))]
+        return w.finish(f'lambda META: (triton.cdiv({n}, META["BLOCK"]),)', {}, n, configs)
+    block = min(w.blocks.pointwise, next_pow2(n))
+    return w.finish(f"({-(-n // block)},)", {"BLOCK": block}, n, None)
 
 
 @dataclass(frozen=True)

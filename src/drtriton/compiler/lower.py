@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import math
 import operator
+import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
@@ -235,6 +236,10 @@ class Lowering:
         self.shapes[buf] = (tuple(shape), dtype)
         return ir.Load(tuple(shape), dtype, buf, ir.contiguous_strides(tuple(shape)), 0)
 
+    def _wide(self) -> bool:
+        """Whether any tensor of the program has 2**31 elements or more."""
+        return any(ir.numel(shape) >= 2**31 for shape, _ in self.shapes.values())
+
     def flush(self, buf: str) -> None:
         """Emit the pending kernel that writes ``buf`` (after whatever it reads)."""
         p = self.pending.pop(buf, None)
@@ -244,6 +249,9 @@ class Lowering:
         w = kernels.Writer("KERNEL_NAME", doc, self.blocks)
         w.epilogue = p.epi
         k = p.make(w, buf)
+        if self._wide():
+            # past 2**31 elements int32 index arithmetic wraps: start it in int64
+            k.source = re.sub(r"tl\.program_id\((\d)\)", r"tl.program_id(\1).to(tl.int64)", k.source)
         for b in k.buffers:
             if b != buf:
                 self.flush(b)
