@@ -130,6 +130,7 @@ class BenchConfig:
     preset: str = "hardened"
     device: str = "auto"
     max_fragment_ops: int = 4
+    search_wall_s: float = 600.0  # per problem: no new fragment is tried after this
     timeout_s: float = 300.0
     # host-memory cap per candidate process; GPU-scale inputs (up to 16 GB) pass through the host
     memory_limit_gb: float | None = None  # None: 8 on a CPU, 64 on a GPU
@@ -313,6 +314,7 @@ def solve_problem(problem: Problem, config: BenchConfig, pool, fragment_pool=Non
             mode=config.mode,
             preset=config.preset,
             max_fragment_ops=config.max_fragment_ops,
+            wall_time_s=config.search_wall_s,
         )
         from drtriton.search import compiler_generator, policy_generator
 
