@@ -158,7 +158,10 @@ def test_every_kernel_has_a_docstring_naming_ops():
         assert doc.startswith("Fused:") and ("torch." in doc or "nn." in doc or "F." in doc)
 
 
-def test_cuda_emission_carries_autotune_and_parses():
+def test_cuda_emission_carries_autotune_and_parses(monkeypatch):
+    from drtriton.compiler import kernels
+
+    monkeypatch.setattr(kernels, "SMALL_WORK", 0)  # these programs are small: tune them anyway
     for src in (CASES["attention_scores"], CASES["conv_relu_bias"], source("cumsum")):
         candidate = compile_program(src, CompilerConfig(device="cuda"))
         ast.parse(candidate)
@@ -264,12 +267,12 @@ def test_batched_matmul_beyond_the_grid_limit_loops_over_batches(monkeypatch):
 
 @pytest.mark.parametrize(
     "shapes",
-    [[(7, 21, 1), (7, 1, 1)], [(2, 5, 20), (20, 3)], [(3, 40, 30), (30, 9)]],
-    ids=["k1-batched", "m5-broadcast-b", "m40-k30-n9"],
+    [[(7, 21, 1), (7, 1, 1)], [(2, 5, 20), (20, 3)], [(3, 40, 30), (30, 9)], [(40, 16), (16, 20)]],
+    ids=["k1-batched", "m5-broadcast-b", "m40-k30-n9", "k16"],
 )
 def test_skinny_matmul_is_one_elementwise_pass(shapes):
-    # A matmul with a side under tl.dot's 16-wide minimum and a short K unrolls K in an
-    # elementwise kernel over the output (tiles were mostly padding); the epilogue still fuses.
+    # A matmul with K <= 16, or a side under tl.dot's 16-wide minimum and a short K, unrolls K in
+    # an elementwise kernel over the output (tiles were mostly padding); the epilogue still fuses.
     src = program("return torch.sigmoid(torch.matmul(a, b))", shapes)
     candidate = check(src)
     assert "tl.dot" not in candidate
@@ -279,6 +282,15 @@ def test_skinny_matmul_is_one_elementwise_pass(shapes):
 def test_matmul_with_a_long_reduction_keeps_tiles():
     candidate = check(program("return torch.matmul(a, b)", [(4, 40), (40, 3)]))
     assert "tl.dot" in candidate
+
+
+def test_small_cuda_kernels_launch_a_fixed_config_and_large_ones_autotune():
+    # Autotuning costs ~25 us per launch on an H200: kernels under SMALL_WORK elements skip it.
+    cuda = CompilerConfig(device="cuda")
+    small = compile_program(program("return torch.sigmoid(a) + b", [(50, 60), (60,)]), cuda)
+    large = compile_program(program("return torch.sigmoid(a) + b", [(2048, 1024), (1024,)]), cuda)
+    assert "triton.autotune" not in small and "num_warps=4)" in small
+    assert "triton.autotune" in large and "num_warps=" not in large.split("class ModelNew")[1]
 
 
 def test_programs_past_int32_elements_index_in_int64():

@@ -41,13 +41,19 @@ def _fixed_autotune(pick: int):
 SOURCES = {**{f"op_{n}": source(n) for n in sorted(OPS)}, **{f"real_{n}": s for n, s in REAL.items()}}
 
 
-@pytest.mark.parametrize("pick", [0, -1])
+@pytest.mark.parametrize("pick", [0, -1, "fixed"])
 @pytest.mark.parametrize("name", sorted(SOURCES))
 def test_cuda_candidate_runs_correctly(name, pick, monkeypatch):
+    # These test programs are small: every size decision is forced, autotuned (first or last
+    # config of each space) or fixed (the launch GPUs get below kernels.SMALL_WORK).
+    from drtriton.compiler import kernels
+
     src = SOURCES[name]
+    monkeypatch.setattr(kernels, "SMALL_WORK", 2**62 if pick == "fixed" else 0)
     candidate = compile_program(src, CompilerConfig(device="cuda"))
-    assert "@triton.autotune(" in candidate
-    monkeypatch.setattr(triton, "autotune", _fixed_autotune(pick))
+    if pick != "fixed":
+        assert "@triton.autotune(" in candidate
+        monkeypatch.setattr(triton, "autotune", _fixed_autotune(pick))
     want, got = run_pair(src, candidate)
     for w, g in zip(want, got, strict=True):
         assert w.shape == g.shape and w.dtype == g.dtype
