@@ -4,6 +4,7 @@
 #   bash benchmarks/gpu_session.sh judge   # judge suite + timing check (GPU 0) | RL smoke + judge throughput (GPU 1)
 #   bash benchmarks/gpu_session.sh bench   # judge subset (ONLY=...) then strict (GPU 0) | hybrid (GPU 1)
 #   bash benchmarks/gpu_session.sh final   # judge check + throughput (GPU 0) | strict compiler benchmark (GPU 1)
+#   bash benchmarks/gpu_session.sh compiler # compiler benchmark L1/2/5: strict (GPU 0) | hybrid (GPU 1)
 #   bash benchmarks/gpu_session.sh profile # compiler diagnostics (GPU 0) | judge throughput (GPU 1)
 #   bash benchmarks/gpu_session.sh hybrid  # compiler benchmark, hybrid mode
 #   bash benchmarks/gpu_session.sh search  # fragment search vs whole-program compile, levels 5 and 20
@@ -37,6 +38,10 @@ case $phase in
         --out "$res/rl" --budget-s 240 > "$res/rl.log" 2>&1
      CUDA_VISIBLE_DEVICES=1 timeout 150 python3 benchmarks/bench_judge.py --device cuda --n 6 --workers 1 \
         --out "$res/judge_throughput" > "$res/judge_throughput.log" 2>&1) &
+    wait ;;
+  compiler)  # the compiler benchmark: strict (GPU 0) | hybrid (GPU 1), levels 1, 2, 5
+    (CUDA_VISIBLE_DEVICES=0 bench strict --levels 1,2,5 --num "${NUM:-4}" --mode strict --timeout-s 150) &
+    (CUDA_VISIBLE_DEVICES=1 bench hybrid --levels 1,2,5 --num "${NUM:-4}" --mode hybrid --timeout-s 150) &
     wait ;;
   bench)  # GPU 0: the judge's failing cases with full reasons, then strict; GPU 1: hybrid
     (CUDA_VISIBLE_DEVICES=0 timeout 120 python3 benchmarks/gpu_judge_check.py --out "$res/judge_only" --skip-timing \

@@ -286,6 +286,7 @@ def bench(
     search: bool = typer.Option(False, help="Use test-time fragment search."),
     max_fragment_ops: int = typer.Option(4, help="Largest fragment (operators) when searching."),
     search_wall_s: float = typer.Option(600.0, help="Search wall time per problem (seconds)."),
+    timeout_s: float = typer.Option(300.0, "--timeout-s", help="Judge wall-clock limit per candidate run."),
     mode: str = typer.Option("strict", help="strict | hybrid (judge and compiler)."),
     preset: str = typer.Option("hardened", help="Judge preset: hardened | kernelbench | kernelbench-v0.1."),
     device: str = typer.Option("auto", help="auto | cpu | cuda."),
@@ -310,14 +311,14 @@ def bench(
         fail(f"--policy {policy}: no model directory {args[0]}")
     if programs is not None and not programs.exists():
         fail(f"--programs: no such file {programs}")
-    if search_wall_s <= 0:
-        fail("--search-wall-s must be positive")
+    if search_wall_s <= 0 or timeout_s <= 0:
+        fail("--search-wall-s and --timeout-s must be positive")
     _check_writable(out)
     config = BenchConfig(
         suite=suite, levels=_int_list(levels, "--levels"), num=num, scale=scale,
         seed=HELD_OUT_SEED if seed is None else seed, programs=str(programs) if programs else None,
         path=str(path) if path else None, policy=policy, samples=samples, search=search, mode=mode, preset=preset,
-        max_fragment_ops=max_fragment_ops, search_wall_s=search_wall_s,
+        max_fragment_ops=max_fragment_ops, search_wall_s=search_wall_s, timeout_s=timeout_s,
         device=device,
     )  # fmt: skip
     columns = (TextColumn("bench"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(), TextColumn("{task.fields[last]}"))
