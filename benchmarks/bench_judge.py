@@ -118,6 +118,7 @@ def main() -> None:
             print(f"verdicts {cand}: {statistics.mean(walls):.3f} s each", flush=True)
     batch = [sources[i % len(sources)] for i in range(ARGS.n)]
     with JudgePool(config, workers=ARGS.workers) as pool:
+        slots = pool.size  # on CUDA one slot per visible GPU, whatever --workers asks
         pool.verify_many(batch[: ARGS.workers])
         t = time.perf_counter()
         verdicts = pool.verify_many(batch)
@@ -135,7 +136,7 @@ def main() -> None:
         "pool_start_s": start_s,
         "sequential_one_worker": rows,
         "mean_overhead_s": statistics.mean(r["overhead_s"] for r in rows.values()),
-        "concurrent": {"workers": ARGS.workers, "verdicts": len(batch), "wall_s": elapsed,
+        "concurrent": {"workers_asked": ARGS.workers, "slots": slots, "verdicts": len(batch), "wall_s": elapsed,
                        "verdicts_per_s": len(batch) / elapsed},
     }
     ARGS.out.mkdir(parents=True, exist_ok=True)
@@ -144,7 +145,7 @@ def main() -> None:
     for cand, r in rows.items():
         print(f"{cand:<20} verdict {r['verdict_wall_s']:.3f} s  own run {r['own_run_s']:.3f} s  "
               f"overhead {r['overhead_s']:.3f} s")
-    print(f"pool start {start_s:.2f} s; {ARGS.workers} workers: "
+    print(f"pool start {start_s:.2f} s; {slots} slots: "
           f"{result['concurrent']['verdicts_per_s']:.2f} verdicts/s; wrote {path}")
 
 
