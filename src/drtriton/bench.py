@@ -247,7 +247,24 @@ def summarize(rows: Sequence[dict]) -> dict:
         for p in FAST_P:
             out[f"fast_{p:g}_{base}"] = fast_p(rows, key, p)
         out[f"geomean_{base}"] = geomean_speedup(rows, key)
+    if any("whole_status" in r for r in rows):
+        out |= search_gain(rows)
     return out
+
+
+def search_gain(rows: Sequence[dict]) -> dict:
+    """What search added over its own best whole-program candidate, judged in the same run:
+    the geometric-mean ratio whole time / chosen time where both are correct and timed, and the
+    problems only search got right."""
+    ratios = [r["whole_runtime_ms"] / r["runtime_ms"] for r in rows
+              if r["status"] == "correct" and r.get("whole_status") == "correct"
+              and r.get("whole_runtime_ms") and r.get("runtime_ms")]
+    return {
+        "search_gain_geomean": math.exp(sum(map(math.log, ratios)) / len(ratios)) if ratios else None,
+        "search_gain_problems": len(ratios),
+        "rescued_by_search": sum(r["status"] == "correct" and r.get("whole_status") != "correct"
+                                 for r in rows),
+    }
 
 
 def _row(problem: Problem, verdict, chosen: str, wall_s: float, reason: str = "") -> dict:
@@ -267,6 +284,18 @@ def _row(problem: Problem, verdict, chosen: str, wall_s: float, reason: str = ""
         "chosen": chosen,
         "wall_s": round(wall_s, 3),
     }
+
+
+def _search_columns(report) -> dict:
+    """Both of the search's contestants, judged in the same run: the best whole-program candidate
+    and the composition of fragments (the row's own columns are the one chosen)."""
+    out = {"fragments_tried": report.fragments_tried, "candidates_judged": report.candidates_judged,
+           "cache_hits": report.cache_hits, "segments": len(report.segmentation)}
+    for name, verdict in (("whole", report.whole_verdict), ("composed", report.composed_verdict)):
+        v = verdict.to_dict() if verdict is not None else {}
+        out[f"{name}_status"] = v.get("status")
+        out[f"{name}_runtime_ms"] = v.get("runtime_ms")
+    return out
 
 
 # GPU-scale filter runs hold up to tens of GB on one GPU: one at a time, whatever the threads.
@@ -324,13 +353,14 @@ def solve_problem(problem: Problem, config: BenchConfig, pool, fragment_pool=Non
         report = search(
             problem.source, search_config, generators, pool=pool, fragment_pool=fragment_pool
         )
-        return _row(
+        row = _row(
             problem,
             report.verdict,
             report.chosen,
             time.perf_counter() - started,
             "; ".join(report.notes),
         )
+        return row | _search_columns(report)
     try:
         if config.policy == "compiler":
             compiler = CompilerConfig(
