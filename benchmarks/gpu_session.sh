@@ -7,7 +7,7 @@
 #   bash benchmarks/gpu_session.sh compiler # compiler benchmark L1/2/5: strict (GPU 0) | hybrid (GPU 1)
 #   bash benchmarks/gpu_session.sh profile # compiler diagnostics (GPU 0) | judge throughput (GPU 1)
 #   bash benchmarks/gpu_session.sh hybrid  # compiler benchmark, hybrid mode
-#   bash benchmarks/gpu_session.sh search  # fragment search vs whole-program compile, levels 5 and 20
+#   bash benchmarks/gpu_session.sh search  # fragment search (with its whole-program contestant), L5/L20
 # Needs: torch, triton, transformers (there), OR-Tools wheels in .whl/ (carried) for the synthesis
 # filters that the benchmark re-runs on the GPU.
 set -u
@@ -25,9 +25,12 @@ export PYTHONUNBUFFERED=1
 nvidia-smi --query-gpu=index,name,driver_version,clocks.sm,memory.used --format=csv > "$res/gpu_$phase.txt" 2>&1
 bench() {  # bench NAME ARGS...: drtriton bench on the held-out sample; resumes from
   # benchmarks/results/gpu/NAME.json.rows.jsonl when an earlier call left rows there
-  local name=$1; shift
+  bench_file benchmarks/programs/synthetic_gpu_heldout.jsonl "$@"
+}
+bench_file() {  # bench_file PROGRAMS NAME ARGS...
+  local programs=$1 name=$2; shift 2
   mkdir -p benchmarks/results/gpu
-  timeout "$budget" python3 -m drtriton.cli bench --programs benchmarks/programs/synthetic_gpu_heldout.jsonl \
+  timeout "$budget" python3 -m drtriton.cli bench --programs "$programs" \
     --device cuda --out "benchmarks/results/gpu/$name.json" "$@" > "$res/$name.log" 2>&1
   cp benchmarks/results/gpu/"$name".* "$res"/
 }
@@ -66,10 +69,23 @@ case $phase in
     wait ;;
   hybrid)
     bench hybrid --levels 1,2,5,20 --mode hybrid ;;
-  search)  # both GPUs: whole-program compile vs fragment search on the same problems
-    (CUDA_VISIBLE_DEVICES=0 bench whole --levels 5,20 --num "${NUM:-2}" --mode strict) &
-    (CUDA_VISIBLE_DEVICES=1 bench search --levels 5,20 --num "${NUM:-2}" --mode strict --search \
-        --max-fragment-ops "${MAX_OPS:-3}") &
+  search)  # fragment search on levels 5 and 20, strict; each row also holds the whole-program
+    # candidate's verdict from the same run. GPU 0 takes the first program of each level, GPU 1
+    # the second (a programs file without the first ones).
+    python3 - <<'PY'
+import json
+seen = {}
+with open("benchmarks/programs/synthetic_gpu_heldout.jsonl") as f, open("/tmp/second.jsonl", "w") as out:
+    for line in f:
+        level = json.loads(line)["level"]
+        seen[level] = seen.get(level, 0) + 1
+        if seen[level] > 1:
+            out.write(line)
+PY
+    (CUDA_VISIBLE_DEVICES=0 bench search_a --levels 5,20 --num 1 --mode strict --search \
+        --max-fragment-ops "${MAX_OPS:-3}" --search-wall-s "${SEARCH_S:-150}" --timeout-s 150) &
+    (CUDA_VISIBLE_DEVICES=1 bench_file /tmp/second.jsonl search_b --levels 5,20 --num 1 --mode strict --search \
+        --max-fragment-ops "${MAX_OPS:-3}" --search-wall-s "${SEARCH_S:-150}" --timeout-s 150) &
     wait ;;
   *) echo "unknown phase $phase"; exit 2 ;;
 esac
