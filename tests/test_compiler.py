@@ -216,6 +216,14 @@ def test_hybrid_keeps_matmul_in_torch_and_fuses_epilogue():
     assert candidate.count("@triton.jit") == 1
 
 
+def test_hybrid_program_with_nothing_left_for_triton_compiles_strict():
+    # Regression: on the H200 a lone matmul compiled in hybrid mode launched no Triton kernel and
+    # the judge rejected it ("no Triton kernel launched inside forward").
+    candidate = check(program("return torch.matmul(a, b)", [(20, 40), (40, 24)]), mode="hybrid")
+    assert "@triton.jit" in candidate and "torch.matmul" not in candidate.split("class ModelNew")[1]
+    assert "mode: strict" in candidate
+
+
 def test_convert_command_writes_and_verifies(tmp_path):
     from drtriton.compiler.convert import convert
 

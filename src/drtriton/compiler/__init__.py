@@ -12,6 +12,8 @@ and the source line; it never emits a program it knows to be wrong.
 
 from __future__ import annotations
 
+import dataclasses
+
 from drtriton.compiler import lowerings as _lowerings  # noqa: F401  (fills the dispatch tables)
 from drtriton.compiler.capture import capture
 from drtriton.compiler.config import CompilerConfig, UnsupportedOperatorError
@@ -28,4 +30,10 @@ def compile_program(source: str, config: CompilerConfig | None = None) -> str:
     with FX_TRACE_LOCK:  # tracing (and lowering its graph) is not thread-safe
         cap = capture(source)
         prog = Lowering(cap, config).run()
+        if config.mode == "hybrid" and not prog.kernels:
+            # Everything went to the vendor libraries (a lone matmul or convolution), but a
+            # candidate must launch Triton: such a program is compiled strict instead.
+            config = dataclasses.replace(config, mode="strict")
+            cap = capture(source)
+            prog = Lowering(cap, config).run()
         return emit(cap, prog, config)
