@@ -5,6 +5,7 @@
 #   bash benchmarks/gpu_session.sh bench   # judge subset (ONLY=...) then strict (GPU 0) | hybrid (GPU 1)
 #   bash benchmarks/gpu_session.sh final   # judge check + throughput (GPU 0) | strict compiler benchmark (GPU 1)
 #   bash benchmarks/gpu_session.sh compiler # compiler benchmark L1/2/5: strict (GPU 0) | hybrid (GPU 1)
+#   bash benchmarks/gpu_session.sh strict    # strict compiler benchmark on one GPU (LEVELS, NUM)
 #   bash benchmarks/gpu_session.sh strict_rl # strict compiler benchmark (GPU 0) | RL steps (GPU 1)
 #   bash benchmarks/gpu_session.sh profile # compiler diagnostics (GPU 0) | judge throughput (GPU 1)
 #   bash benchmarks/gpu_session.sh hybrid  # compiler benchmark, hybrid mode
@@ -47,6 +48,8 @@ case $phase in
     (CUDA_VISIBLE_DEVICES=0 bench strict --levels 1,2,5 --num "${NUM:-4}" --mode strict --timeout-s 150) &
     (CUDA_VISIBLE_DEVICES=1 bench hybrid --levels 1,2,5 --num "${NUM:-4}" --mode hybrid --timeout-s 150) &
     wait ;;
+  strict)  # one GPU: the strict compiler benchmark, resuming (LEVELS, NUM)
+    bench strict --levels "${LEVELS:-1,2,5}" --num "${NUM:-4}" --mode strict --timeout-s 100 ;;
   strict_rl)  # GPU 0: the strict compiler benchmark (resumes); GPU 1: a few RL steps
     (CUDA_VISIBLE_DEVICES=0 bench strict --levels 1,2,5 --num "${NUM:-4}" --mode strict --timeout-s 100) &
     (CUDA_VISIBLE_DEVICES=1 timeout $((budget + 20)) python3 benchmarks/gpu_rl_smoke.py \
