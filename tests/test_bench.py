@@ -57,6 +57,15 @@ def test_search_gain_compares_with_the_whole_candidate_of_the_same_run():
     assert "search_gain_geomean" not in summarize(ROWS)  # rows without search say nothing
 
 
+def test_report_csv_takes_rows_with_different_columns(tmp_path):
+    from drtriton.bench import BenchConfig, write_report
+
+    rows = [_row("correct", 1.0, 1.0) | {"id": "a"}, _row("incorrect") | {"id": "b", "env": {"x": 1}}]
+    write_report(BenchConfig(), rows, tmp_path / "r.json", {})
+    header = (tmp_path / "r.csv").read_text().splitlines()[0]
+    assert header.endswith("id,env")
+
+
 def test_kernelbench_loader_orders_problems_numerically(tmp_path):
     folder = tmp_path / "KernelBench" / "level2"
     folder.mkdir(parents=True)

@@ -422,8 +422,9 @@ def run_bench(config: BenchConfig, out: Path, on_row=None) -> dict:
         workers = pool.size if pool is not None else 1
         with ThreadPoolExecutor(max_workers=workers) as executor:
             futures = [executor.submit(solve_problem, p, config, pool, fragment_pool) for p in todo]
+            stamp = _row_stamp(judge_config)
             for future in as_completed(futures):
-                row = future.result()
+                row = future.result() | stamp
                 rows_file.write(json.dumps(row) + "\n")
                 rows_file.flush()  # a killed run keeps every finished problem
                 done[row["id"]] = row
@@ -432,6 +433,14 @@ def run_bench(config: BenchConfig, out: Path, on_row=None) -> dict:
     rows = [done[p.id] for p in problems]
     environment = environment_record(judge_config, judge_config.resolved_device())
     return write_report(config, rows, out, environment)
+
+
+def _row_stamp(judge_config) -> dict:
+    """Where a row was measured, on the row itself: a run cut short leaves rows but no report."""
+    env = machine_record()
+    return {"env": {"device": env["gpu"] or env["host_cpu"], "torch": env["torch"],
+                    "triton": env["triton"], "commit": env["git_commit"], "date": env["date"][:10],
+                    "preset": judge_config.preset, "precision": judge_config.precision}}
 
 
 def write_report(config: BenchConfig, rows: list[dict], out: Path, environment: dict) -> dict:
@@ -450,7 +459,10 @@ def write_report(config: BenchConfig, rows: list[dict], out: Path, environment: 
     out.write_text(json.dumps(report, indent=2) + "\n")
     if rows:
         with out.with_suffix(".csv").open("w", newline="") as f:
-            writer = csv.DictWriter(f, fieldnames=list(rows[0]))
+            # rows of one report may differ in columns (search columns, rows resumed from an
+            # older run): the header is the union, in first-seen order
+            fields = list(dict.fromkeys(k for r in rows for k in r))
+            writer = csv.DictWriter(f, fieldnames=fields)
             writer.writeheader()
             writer.writerows(rows)
     plot_speedups(rows, out.with_suffix(".png"))
