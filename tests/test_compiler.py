@@ -216,6 +216,11 @@ def test_hybrid_keeps_matmul_in_torch_and_fuses_epilogue():
     assert candidate.count("@triton.jit") == 1
 
 
+def test_hybrid_keeps_convolution_in_torch_and_fuses_around_it():
+    candidate = check(CASES["conv_relu_bias"], mode="hybrid")
+    assert "torch.nn.functional.conv2d(" in candidate and "@triton.jit" in candidate
+
+
 def test_hybrid_program_with_nothing_left_for_triton_compiles_strict():
     # Regression: on the H200 a lone matmul compiled in hybrid mode launched no Triton kernel and
     # the judge rejected it ("no Triton kernel launched inside forward").

@@ -26,6 +26,8 @@ def test_operator_strict(name):
 
 
 @pytest.mark.parametrize("name", ["matmul", "bmm", "conv2d", "conv_transpose1d", "conv3d"])
-def test_vendor_ops_hybrid(name):
+def test_lone_vendor_ops_in_hybrid_mode_compile_strict(name):
+    # Alone, a vendor op would leave no Triton launch (the judge rejects that): compiled strict.
+    # With Triton work around it, hybrid keeps it in the vendor library (test_compiler.py).
     candidate = check(source(name), mode="hybrid")
-    assert "torch.matmul(" in candidate or "torch.nn.functional.conv" in candidate
+    assert "@triton.jit" in candidate and "mode: strict" in candidate
