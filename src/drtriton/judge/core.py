@@ -139,34 +139,50 @@ def compare_outputs(
                     False, f"output {i}: values differ (exact dtype)", max_abs, max_rel
                 )
             continue
-        e64, a64 = e.double(), a.double()
-        if not torch.equal(e64.isnan(), a64.isnan()):
-            return Comparison(False, f"output {i}: NaN pattern differs", max_abs, max_rel)
-        inf = e64.isinf() | a64.isinf()
-        if not torch.equal(e64[inf], a64[inf]):
-            return Comparison(False, f"output {i}: Inf pattern differs", max_abs, max_rel)
-        finite = ~(inf | e64.isnan())
-        diff = (a64 - e64)[finite].abs()
-        ref = e64[finite].abs()
+        why, chunk_abs, chunk_rel = _compare_float(e, a, atol, rtol)
+        max_abs, max_rel = max(max_abs, chunk_abs), max(max_rel, chunk_rel)
+        if why:
+            return Comparison(False, f"output {i}: {why}", max_abs, max_rel)
+    return Comparison(True, "", max_abs, max_rel)
+
+
+COMPARE_CHUNK = 1 << 22  # elements per step: fp64 temporaries stay ~32 MB whatever the output
+
+
+def _compare_float(e: torch.Tensor, a: torch.Tensor, atol: float, rtol: float):
+    """(reason or None, max abs err, max rel err) over finite positions, in float64, chunked.
+
+    One pass per chunk with no boolean-index copies: a 64M-element output took 3-5 s per trial
+    in the unchunked version, which indexed by masks (benchmarks/results/judge_compare_cpu.json).
+    """
+    ef, af = e.reshape(-1), a.reshape(-1)
+    max_abs = max_rel = 0.0
+    for start in range(0, ef.numel(), COMPARE_CHUNK):
+        ec = ef[start : start + COMPARE_CHUNK].double()
+        ac = af[start : start + COMPARE_CHUNK].double()
+        diff, ref = (ac - ec).abs(), ec.abs()
+        if bool((diff <= atol + rtol * ref).all()):
+            # the common case: every difference is finite (so neither side has NaN or Inf here)
+            # and within tolerance; only the error maxima are left to record
+            max_abs = max(max_abs, diff.max().item())
+            max_rel = max(max_rel, (diff / ref.clamp_min(1e-6)).max().item())
+            continue
+        e_nan, a_nan = ec.isnan(), ac.isnan()
+        if not torch.equal(e_nan, a_nan):
+            return "NaN pattern differs", max_abs, max_rel
+        inf = ec.isinf() | ac.isinf()
+        if bool(inf.any()) and not torch.equal(ec[inf], ac[inf]):
+            return "Inf pattern differs", max_abs, max_rel
+        finite = ~(inf | e_nan)
+        diff = torch.where(finite, diff, 0.0)
+        ref = torch.where(finite, ref, 0.0)
         if diff.numel():
             max_abs = max(max_abs, diff.max().item())
             max_rel = max(max_rel, (diff / ref.clamp_min(1e-6)).max().item())
             if not bool((diff <= atol + rtol * ref).all()):
-                why = f"output {i}: max_abs_err {diff.max().item():.3g} > tolerance ({atol:g}, {rtol:g})"
-                return Comparison(False, why, max_abs, max_rel)
-    return Comparison(True, "", max_abs, max_rel)
-
-
-def _inputs_unchanged(before: list, after: list) -> bool:
-    for b, a in zip(before, after, strict=True):
-        if isinstance(b, torch.Tensor):
-            if type(a) is not torch.Tensor or a.shape != b.shape or a.dtype != b.dtype:
-                return False
-            if not torch.equal(a.nan_to_num(), b.nan_to_num()) or not torch.equal(
-                a.isnan(), b.isnan()
-            ):
-                return False
-    return True
+                return (f"max_abs_err {max_abs:.3g} > tolerance ({atol:g}, {rtol:g})",
+                        max_abs, max_rel)
+    return None, max_abs, max_rel
 
 
 # ---- jobs ----------------------------------------------------------------------------------
@@ -292,17 +308,16 @@ def _judge_in(work: Path, ref: Reference, candidate: str, config, slot: Slot, ve
     launches = sum(report.get("launches_per_trial") or [0])
     if problem:
         return verdict("rejected", problem, stdout_tail=tail, triton_launches=launches)
+    mutated = report.get("inputs_mutated")
+    if not isinstance(mutated, list):
+        return verdict("rejected", "incomplete run-time report (input check missing)", stdout_tail=tail)
+    if mutated:
+        return verdict("rejected", f"trial {mutated[0]}: forward mutated its inputs", stdout_tail=tail)
     data = _load_outputs(job_dir)
-    if (
-        not data
-        or len(data.get("outputs", [])) != len(ref.inputs)
-        or len(data.get("inputs_after", [])) != len(ref.inputs)
-    ):
+    if not data or len(data.get("outputs", [])) != len(ref.inputs):
         return verdict("rejected", "outputs missing or unreadable", stdout_tail=tail)
     worst = Comparison(True, "", 0.0, 0.0)
     for k, (expected, actual) in enumerate(zip(ref.outputs, data["outputs"], strict=True)):
-        if not _inputs_unchanged(ref.inputs[k], data["inputs_after"][k]):
-            return verdict("rejected", f"trial {k}: forward mutated its inputs", stdout_tail=tail)
         cmp = compare_outputs(expected, actual, config)
         worst = Comparison(
             cmp.ok,
