@@ -230,6 +230,25 @@ def test_a_returned_view_of_a_result_is_a_view_not_a_copy_kernel():
     assert copied.count("@triton.jit") == 1 and "as_strided" not in copied
 
 
+@pytest.mark.parametrize(
+    "call, shapes",
+    [
+        ("F.conv_transpose1d(a, b, stride=3, padding=1, output_padding=2)", [(2, 4, 7), (4, 5, 4)]),
+        ("F.conv_transpose1d(a, b, stride=2, padding=4, dilation=3, groups=2)", [(1, 4, 9), (4, 3, 3)]),
+        ("F.conv_transpose2d(a, b, stride=(3, 1), padding=(0, 1), output_padding=(1, 0))",
+         [(2, 3, 5, 4), (3, 2, 2, 3)]),
+        ("F.conv_transpose2d(a, b, stride=4, dilation=2, output_padding=1)", [(1, 2, 3, 2), (2, 3, 3, 2)]),
+        ("F.conv_transpose3d(a, b, stride=2, padding=1, groups=2)", [(1, 4, 3, 2, 3), (4, 1, 3, 2, 2)]),
+    ],
+    ids=["1d-s3-op2", "1d-s2-dil3-g2", "2d-s31", "2d-s4-dil2", "3d-s2-g2"],
+)
+def test_strided_transposed_convolution_runs_one_phase_per_program(call, shapes):
+    # Regression (H200): a stride-14 ConvTranspose2d as a gathering GEMM masked all but 1/196 of
+    # its reduction and timed out. Phased: each program takes one output phase, skips dead taps.
+    candidate = check(program(f"return torch.tanh({call})", shapes))
+    assert "phase = tl.program_id(2) %" in candidate and "for tap in range(" in candidate
+
+
 def test_hybrid_keeps_convolution_in_torch_and_fuses_around_it():
     candidate = check(CASES["conv_relu_bias"], mode="hybrid")
     assert "torch.nn.functional.conv2d(" in candidate and "@triton.jit" in candidate

@@ -652,8 +652,12 @@ def conv(w: Writer, x: ir.Expr, wt: ir.Expr, spec: ConvSpec, out: str) -> Kernel
 
     Rows are output positions (n, o...), columns output channels of the group, the reduction runs
     over (input channel, kernel offset). Transposed convolution gathers: output o receives input
-    i = (o + p - k*d) / s where that division is exact and in range.
+    i = (o + p - k*d) / s where that division is exact and in range; with a stride above 1 it
+    goes to :func:`conv_transpose_phased`, which does not multiply the masked-out taps.
     """
+    groups_by_phases = spec.groups * ir.numel(spec.stride)
+    if spec.transposed and max(spec.stride) > 1 and groups_by_phases <= MAX_GRID_Z:
+        return conv_transpose_phased(w, x, wt, spec, out)
     nb, cin, *ins = x.shape
     _, oc, *outs = spec.out_shape
     G = spec.groups
@@ -712,6 +716,83 @@ def conv(w: Writer, x: ir.Expr, wt: ir.Expr, spec: ConvSpec, out: str) -> Kernel
     bm, bn, bk = _mm_consts(w, M, ocg, K)
     return w.finish(f"({-(-M // bm)}, {-(-ocg // bn)}, {G})", {"BM": bm, "BN": bn, "BK": bk},
                     M * ocg * K, None)
+
+
+def conv_transpose_phased(w: Writer, x: ir.Expr, wt: ir.Expr, spec: ConvSpec, out: str) -> Kernel:
+    """Strided transposed convolution, one output phase per program.
+
+    Output o (per spatial dim) receives input i = (o + p - k*d) / s only for the taps k where that
+    division is exact, which depends on o only through its phase r = o mod s. A program takes the
+    rows of one phase (o = r + s*t) and one group, so every tap is valid or invalid for the whole
+    tile: invalid taps are skipped, valid ones read i = t + (r + p - k*d) / s. The gathering form
+    multiplied every tap and masked all but 1/s^d of them (a stride-14 ConvTranspose2d at GPU
+    scale timed out on an H200).
+    """
+    nb, cin, *ins = x.shape
+    _, oc, *outs = spec.out_shape
+    G, ksz, strides = spec.groups, tuple(wt.shape[2:]), tuple(spec.stride)
+    cg, ocg = cin // G, oc // G
+    steps = tuple(-(-o // s) for o, s in zip(outs, strides, strict=True))  # t per phase (max)
+    rows = nb * ir.numel(steps)
+    phases = ir.numel(strides)
+    taps = ir.numel(ksz)
+    P = ir.numel(tuple(outs))
+    w.constexprs = ["BM", "BN", "BK"]
+    w.line("rm = tl.program_id(0) * BM + tl.arange(0, BM)")
+    w.line("rn = tl.program_id(1) * BN + tl.arange(0, BN)")
+    w.line(f"g = tl.program_id(2) // {phases}")
+    w.line(f"phase = tl.program_id(2) % {phases}")
+    ridx = w.delinearize("phase", strides)  # r per spatial dim (scalars)
+    tidx = w.delinearize("rm", (nb, *steps))  # (n, t...) per row
+    opos = []
+    rmask = [f"(rm < {rows})"]
+    for j, (r, t) in enumerate(zip(ridx, tidx[1:], strict=True)):
+        o = w.tmp(f"{r} + {strides[j]} * {t}", "op")
+        opos.append(o)
+        rmask.append(f"({o} < {outs[j]})")
+    w.line(f"rowmask = {' & '.join(rmask)}")
+    w.line(f"oc = g * {ocg} + rn")
+    w.line("acc = tl.zeros([BM, BN], dtype=tl.float32)")
+    with w.block(f"for tap in range(0, {taps}):"):
+        kidx = w.delinearize("tap", ksz)
+        shifts, ok = [], []
+        for j, (r, k) in enumerate(zip(ridx, kidx, strict=True)):
+            c = w.tmp(f"{r} + {spec.padding[j]} - {k} * {spec.dilation[j]}", "c")
+            ok.append(f"({c} % {strides[j]} == 0)")
+            shifts.append(c)
+        with w.block(f"if {' & '.join(ok)}:"):
+            with w.block(f"for c0 in range(0, {cg}, BK):"):
+                w.line("rk = c0 + tl.arange(0, BK)")
+                w.line(f"ci = g * {cg} + rk")
+                valid = ["rowmask[:, None]", f"(rk[None, :] < {cg})"]
+                pos = []
+                for j, size in enumerate(ins):
+                    t = f"{tidx[1 + j]}[:, None]" if tidx[1 + j] != "0" else "0"
+                    q = w.tmp(f"{t} + {shifts[j]} // {strides[j]}", "q")
+                    valid.append(f"({q} >= 0) & ({q} < {size})")
+                    pos.append(q)
+                w.line(f"amask = {' & '.join(valid)}")
+                n0 = f"{tidx[0]}[:, None]" if tidx[0] != "0" else "0"
+                av = w.ev(x, [n0, "ci[None, :]", *pos], "amask")
+                w.line(f"bmask = (rk[:, None] < {cg}) & (rn[None, :] < {ocg})")
+                bv = w.ev(wt, ["ci[:, None]", "rn[None, :]", *kidx], "bmask")  # (C_in, OC/G, *k)
+                av = w.tmp(f"tl.where(amask, {av}, 0.0).to(tl.float32)", "a")
+                bv = w.tmp(f"tl.where(bmask, {bv}, 0.0).to(tl.float32)", "b")
+                w.line(f'acc += tl.dot({av}, {bv}, input_precision="ieee")')
+    w.line(f"cmask = rowmask[:, None] & (rn[None, :] < {ocg})")
+    ostr = ir.contiguous_strides(tuple(outs))
+    spatial = " + ".join(f"{o} * {st}" for o, st in zip(opos, ostr, strict=True))
+    n_ = f"{tidx[0]}[:, None] * {oc * P} + " if tidx[0] != "0" else ""
+    lin = w.tmp(f"{n_}oc[None, :] * {P} + ({spatial})[:, None]", "o")
+    w.store(out, lin, "acc", "cmask", spec.out_shape)
+    K = cg * taps
+    grid_z = G * phases
+    if w.blocks.tune:
+        grid = f'lambda META: (triton.cdiv({rows}, META["BM"]), triton.cdiv({ocg}, META["BN"]), {grid_z})'
+        return w.finish(grid, {}, rows * ocg * K, _mm_tune(rows, ocg, K))
+    bm, bn, bk = _mm_consts(w, rows, ocg, cg)
+    return w.finish(f"({-(-rows // bm)}, {-(-ocg // bn)}, {grid_z})", {"BM": bm, "BN": bn, "BK": bk},
+                    rows * ocg * K, None)
 
 
 def pool(w: Writer, kind: str, x: ir.Expr, ksz, stride, padding, dilation, out_shape, out) -> Kernel:
