@@ -118,3 +118,20 @@ def test_invalid_reference_raises_program_error():
     )
     with pytest.raises(ValueError, match="reference"):
         run_reference(broken, JudgeConfig(), "cpu", [1], 0)
+
+
+def test_scratch_goes_where_configured_and_shm_only_when_roomy(tmp_path, monkeypatch):
+    import os
+    from types import SimpleNamespace
+
+    from drtriton.judge import JudgePool
+    from drtriton.judge import config as judge_config
+
+    with JudgePool(JudgeConfig(device="cpu", scratch_dir=str(tmp_path)), workers=1) as pool:
+        assert pool._scratch.startswith(str(tmp_path))
+    small = SimpleNamespace(f_bavail=1, f_frsize=2**30)  # 1 GiB free
+    monkeypatch.setattr(os, "statvfs", lambda path: small)
+    assert judge_config.default_scratch_root() is None
+    roomy = SimpleNamespace(f_bavail=64, f_frsize=2**30)
+    monkeypatch.setattr(os, "statvfs", lambda path: roomy)
+    assert judge_config.default_scratch_root() == "/dev/shm"

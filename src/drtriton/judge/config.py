@@ -54,6 +54,20 @@ DEFAULT_HYBRID_ALLOW = (
 )
 
 
+SHM_MIN_FREE_GB = 32.0
+
+
+def default_scratch_root() -> str | None:
+    """/dev/shm when it is a roomy tmpfs, else None (the system temp dir)."""
+    import os
+
+    try:
+        st = os.statvfs("/dev/shm")
+    except OSError:
+        return None
+    return "/dev/shm" if st.f_bavail * st.f_frsize >= SHM_MIN_FREE_GB * 2**30 else None
+
+
 @dataclass(frozen=True)
 class JudgeConfig:
     """Everything that decides a verdict. Results record preset, mode and precision."""
@@ -76,6 +90,9 @@ class JudgeConfig:
     time_compile: bool = True
     suspicious_speedup: float = 10.0
     static_checks: bool = True
+    # Where job files (inputs, outputs) live: None picks /dev/shm when it has SHM_MIN_FREE_GB free
+    # (writing a 1.5 GB input set took 0.8 s there against 4.0 s on the disk), else the temp dir.
+    scratch_dir: str | None = None
     extra: dict[str, str] = field(default_factory=dict, hash=False, compare=False)
 
     def __post_init__(self) -> None:

@@ -19,7 +19,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 import torch
 
-from drtriton.judge.config import JudgeConfig
+from drtriton.judge.config import JudgeConfig, default_scratch_root
 from drtriton.judge.core import Slot, environment_record, judge_pair
 from drtriton.judge.sandbox import Sandbox
 from drtriton.judge.verdict import Verdict
@@ -33,7 +33,8 @@ class JudgePool:
         device = config.resolved_device()
         if device == "cuda" and not torch.cuda.is_available():
             raise ValueError("device cuda requested but no CUDA GPU is visible")
-        self._scratch = tempfile.mkdtemp(prefix="drtriton-judge-")
+        root = config.scratch_dir or default_scratch_root()
+        self._scratch = tempfile.mkdtemp(prefix="drtriton-judge-", dir=root)
         lock = threading.Lock()
         self._slots: queue.Queue[Slot] = queue.Queue()
         slots = [self._make_slot(i, device, workers, lock) for i in range(_count(device, workers))]

@@ -209,7 +209,7 @@ def _run_candidate(job: dict, job_dir: str, report: dict) -> None:
     device = _setup(job)
     monitor = Monitor(tuple(job["hybrid_allow"]), check_tf32=job["check_tf32"])
     monitor.install()  # before the candidate exists
-    trials = _torch_load("inputs.pt", weights_only=True)
+    trials = _torch_load("inputs.pt", weights_only=True, mmap=True)  # pages read as used
     module = _load_source("candidate.py", "candidate")
     model = _build(module, "ModelNew", job, device)
     threads_before = set(threading.enumerate())
@@ -293,7 +293,7 @@ def _time_calls(
 
 
 def _timing_inputs(device: torch.device) -> list[list]:
-    sets = _torch_load("inputs.pt", weights_only=True)
+    sets = _torch_load("inputs.pt", weights_only=True, mmap=True)
     return [_to_device(s, device) for s in sets]
 
 
