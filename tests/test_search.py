@@ -181,3 +181,13 @@ def test_compiler_generator_offers_hybrid_variants_only_to_a_hybrid_judge():
     hybrid = compiler_generator("hybrid", "cpu")(program)
     assert len(strict) == 1 and len(hybrid) == 2
     assert hybrid[0] == strict[0] and hybrid[1] != strict[0]
+
+
+def test_fragments_are_judged_as_a_prefilter():
+    from drtriton.judge import JudgeConfig
+    from drtriton.search import fragment_judge_config
+
+    whole = JudgeConfig(device="cpu", trials=5, repetitions=100)
+    frag = fragment_judge_config(whole)
+    assert (frag.trials, frag.repetitions, frag.time_compile) == (2, 30, False)
+    assert (frag.preset, frag.mode, frag.device) == (whole.preset, whole.mode, whole.device)

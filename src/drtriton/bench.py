@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import contextlib
 import csv
-import dataclasses
 import datetime
 import json
 import math
@@ -410,10 +409,12 @@ def run_bench(config: BenchConfig, out: Path, on_row=None) -> dict:
     with contextlib.ExitStack() as stack:
         pool = stack.enter_context(JudgePool(judge_config)) if todo else None
         fragment_pool = None
-        if todo and config.search and judge_config.resolved_device().startswith("cuda"):
-            # fragments need candidate times only: skip their torch.compile baselines
-            fragment_config = dataclasses.replace(judge_config, time_compile=False)
-            fragment_pool = stack.enter_context(JudgePool(fragment_config))
+        if todo and config.search:
+            from drtriton.search import fragment_judge_config
+
+            # fragments are a pre-filter (the composition is judged in full): fewer trials, no
+            # torch.compile baseline
+            fragment_pool = stack.enter_context(JudgePool(fragment_judge_config(judge_config)))
         rows_file = stack.enter_context(rows_path.open("a"))
         for problem in problems:
             if problem.id in done and on_row is not None:

@@ -62,12 +62,28 @@ class SearchConfig:
     judge_timeout_s: float = 120.0
 
     def fragment_judge_config(self) -> JudgeConfig:
-        return dataclasses.replace(self.judge_config(), time_compile=False)
+        return fragment_judge_config(self.judge_config())
 
     def judge_config(self) -> JudgeConfig:
         return JudgeConfig(
             preset=self.preset, mode=self.mode, device=self.device, timeout_s=self.judge_timeout_s
         )
+
+
+FRAGMENT_TRIALS = 2  # the judge's minimum: one trial after the candidate already ran
+FRAGMENT_REPETITIONS = 30
+
+
+def fragment_judge_config(whole: JudgeConfig) -> JudgeConfig:
+    """How fragments are judged: a pre-filter, since the composed program is judged in full.
+
+    No torch.compile baseline (only candidate times rank fragments), the minimum number of
+    correctness trials and fewer timing repetitions; a fragment verdict is most of a search's cost.
+    """
+    return dataclasses.replace(
+        whole, time_compile=False, trials=FRAGMENT_TRIALS,
+        repetitions=min(whole.repetitions, FRAGMENT_REPETITIONS),
+    )
 
 
 @dataclass(frozen=True)
@@ -431,8 +447,9 @@ class _Judge:
         self.calls = self.hits = 0
 
     def __call__(self, reference: str, candidate: str) -> Verdict:
-        # the pool's timing settings are part of what a cached verdict means
-        key_ref = f"{self.pool.config.time_compile}\0{reference}"
+        # the pool's judging settings are part of what a cached verdict means
+        c = self.pool.config
+        key_ref = f"{c.time_compile}\0{c.trials}\0{c.repetitions}\0{reference}"
         cached = self.cache.get(key_ref, candidate)
         if cached is not None:
             self.hits += 1
@@ -490,6 +507,9 @@ def search(
     generators = list(generators) if generators else [compiler_generator(config.mode, device)]
     own_pool = pool is None
     pool = pool or JudgePool(judge_config, config.judge_workers)
+    own_fragment_pool = fragment_pool is None and own_pool
+    if own_fragment_pool:
+        fragment_pool = JudgePool(config.fragment_judge_config(), config.judge_workers)
     cache = VerdictCache(config.cache_path, cache_environment(config, device))
     judge = _Judge(pool, cache)
     fragment_judge = _Judge(fragment_pool or pool, cache)
@@ -523,6 +543,8 @@ def search(
     finally:
         if own_pool:
             pool.close()
+        if own_fragment_pool:
+            fragment_pool.close()
     counts = (judge.calls + fragment_judge.calls, judge.hits + fragment_judge.hits)
     return _report(
         whole, composed_src, composed, cover or [], tried, counts, started, device, notes
