@@ -560,7 +560,26 @@ def _mm_tune(M: int, N: int, K: int) -> list[str]:
     return out or [_config({"BM": 32, "BN": 32, "BK": 32}, 4)]
 
 
+def _finish_tiles(w: Writer, M: int, N: int, K: int, grid_z: int, loop_k: int | None = None) -> Kernel:
+    """Launch over (M / BM, N / BN, grid_z) tiles: autotuned on CUDA, fixed in the interpreter.
+    ``loop_k``: the length the BK loop runs over, where it is not the whole reduction K."""
+    if w.blocks.tune:
+        grid = f'lambda META: (triton.cdiv({M}, META["BM"]), triton.cdiv({N}, META["BN"]), {grid_z})'
+        return w.finish(grid, {}, M * N * K, _mm_tune(M, N, K))
+    bm, bn, bk = _mm_consts(w, M, N, loop_k or K)
+    return w.finish(f"({-(-M // bm)}, {-(-N // bn)}, {grid_z})", {"BM": bm, "BN": bn, "BK": bk},
+                    M * N * K, None)
+
+
 MAX_GRID_Z = 65535  # CUDA's limit on grid axes 1 and 2
+
+
+def _accumulate_dot(w: Writer, av: str, bv: str) -> None:
+    """``acc += a @ b`` over tiles masked by ``amask``/``bmask``, fp32 (``ieee``), with the padding
+    lanes zeroed: a fused prologue may map 0 to non-zero (e.g. exp)."""
+    a = w.tmp(f"tl.where(amask, {av}, 0.0).to(tl.float32)", "a")
+    b = w.tmp(f"tl.where(bmask, {bv}, 0.0).to(tl.float32)", "b")
+    w.line(f'acc += tl.dot({a}, {b}, input_precision="ieee")')
 
 
 SKINNY_MAX_K = 32  # reductions up to this length unroll in the skinny-matmul kernel
@@ -597,20 +616,11 @@ def matmul(w: Writer, a: ir.Expr, b: ir.Expr, out: str) -> Kernel:
             w.line(f"bmask = (rk[:, None] < {K}) & (rn[None, :] < {N})")
             av = w.ev(a, [*bidx, "rm[:, None]", "rk[None, :]"], "amask")
             bv = w.ev(b, [*bidx, "rk[:, None]", "rn[None, :]"], "bmask")
-            # zero the padding lanes: a fused prologue may map 0 to non-zero (e.g. exp)
-            av = w.tmp(f"tl.where(amask, {av}, 0.0).to(tl.float32)", "a")
-            bv = w.tmp(f"tl.where(bmask, {bv}, 0.0).to(tl.float32)", "b")
-            w.line(f'acc += tl.dot({av}, {bv}, input_precision="ieee")')
+            _accumulate_dot(w, av, bv)
         w.line(f"cmask = (rm[:, None] < {M}) & (rn[None, :] < {N})")
         lin = w.tmp(f"pb * {M * N} + rm[:, None] * {N} + rn[None, :]", "o")
         w.store(out, lin, "acc", "cmask", (*batch, M, N))
-    grid_m = f'triton.cdiv({M}, META["BM"])'
-    grid_n = f'triton.cdiv({N}, META["BN"])'
-    if w.blocks.tune:
-        return w.finish(f"lambda META: ({grid_m}, {grid_n}, {grid_b})", {}, M * N * K, _mm_tune(M, N, K))
-    bm, bn, bk = _mm_consts(w, M, N, K)
-    return w.finish(f"({-(-M // bm)}, {-(-N // bn)}, {grid_b})", {"BM": bm, "BN": bn, "BK": bk},
-                    M * N * K, None)
+    return _finish_tiles(w, M, N, K, grid_b)
 
 
 def skinny_matmul(w: Writer, a: ir.Expr, b: ir.Expr, out: str) -> Kernel:
@@ -635,6 +645,13 @@ def skinny_matmul(w: Writer, a: ir.Expr, b: ir.Expr, out: str) -> Kernel:
         w.line(f"{acc} += {av}.to(tl.float32) * {bv}.to(tl.float32)")
     w.store(out, "offs", acc, "mask", shape)
     return _finish_1d(w, n, "BLOCK", POINTWISE_CONFIGS, n * K, min(w.blocks.pointwise, next_pow2(n)))
+
+
+def _conv_input_tile(w: Writer, x: ir.Expr, batch: str, pos: list[str], valid: list[str]) -> str:
+    """The [rows x input channels] tile of ``x`` at spatial positions ``pos`` under ``amask``."""
+    w.line(f"amask = {' & '.join(valid)}")
+    n0 = f"{batch}[:, None]" if batch != "0" else "0"
+    return w.ev(x, [n0, "ci[None, :]", *pos], "amask")
 
 
 @dataclass(frozen=True)
@@ -692,9 +709,7 @@ def conv(w: Writer, x: ir.Expr, wt: ir.Expr, spec: ConvSpec, out: str) -> Kernel
                 q = w.tmp(f"tl.where({t} >= 0, {t}, 0) // {s}", "q") if s != 1 else t
             valid.append(f"({q} >= 0) & ({q} < {size})")
             pos.append(q)
-        w.line(f"amask = {' & '.join(valid)}")
-        n0 = f"{midx[0]}[:, None]" if midx[0] != "0" else "0"
-        av = w.ev(x, [n0, "ci[None, :]", *pos], "amask")
+        av = _conv_input_tile(w, x, midx[0], pos, valid)
         w.line(f"bmask = (rk[:, None] < {K}) & (rn[None, :] < {ocg})")
         kk = [f"{i}[:, None]" if i != "0" else "0" for i in kidx[1:]]
         if spec.transposed:  # weight (C_in, OC/G, *k)
@@ -702,20 +717,13 @@ def conv(w: Writer, x: ir.Expr, wt: ir.Expr, spec: ConvSpec, out: str) -> Kernel
         else:  # weight (OC, C_in/G, *k)
             bv = w.ev(wt, ["oc[None, :]", f"{kidx[0]}[:, None]" if kidx[0] != "0" else "0", *kk],
                       "bmask")
-        av = w.tmp(f"tl.where(amask, {av}, 0.0).to(tl.float32)", "a")
-        bv = w.tmp(f"tl.where(bmask, {bv}, 0.0).to(tl.float32)", "b")
-        w.line(f'acc += tl.dot({av}, {bv}, input_precision="ieee")')
+        _accumulate_dot(w, av, bv)
     w.line(f"cmask = (rm[:, None] < {M}) & (rn[None, :] < {ocg})")
     n_ = f"({midx[0]})" if midx[0] != "0" else "0"
     lin = w.tmp(f"{n_}[:, None] * {oc * P} + oc[None, :] * {P} + (rm % {P})[:, None]"
                 if midx[0] != "0" else f"oc[None, :] * {P} + (rm % {P})[:, None]", "o")
     w.store(out, lin, "acc", "cmask", spec.out_shape)
-    if w.blocks.tune:
-        grid = f'lambda META: (triton.cdiv({M}, META["BM"]), triton.cdiv({ocg}, META["BN"]), {G})'
-        return w.finish(grid, {}, M * ocg * K, _mm_tune(M, ocg, K))
-    bm, bn, bk = _mm_consts(w, M, ocg, K)
-    return w.finish(f"({-(-M // bm)}, {-(-ocg // bn)}, {G})", {"BM": bm, "BN": bn, "BK": bk},
-                    M * ocg * K, None)
+    return _finish_tiles(w, M, ocg, K, G)
 
 
 def conv_transpose_phased(w: Writer, x: ir.Expr, wt: ir.Expr, spec: ConvSpec, out: str) -> Kernel:
@@ -771,28 +779,17 @@ def conv_transpose_phased(w: Writer, x: ir.Expr, wt: ir.Expr, spec: ConvSpec, ou
                     q = w.tmp(f"{t} + {shifts[j]} // {strides[j]}", "q")
                     valid.append(f"({q} >= 0) & ({q} < {size})")
                     pos.append(q)
-                w.line(f"amask = {' & '.join(valid)}")
-                n0 = f"{tidx[0]}[:, None]" if tidx[0] != "0" else "0"
-                av = w.ev(x, [n0, "ci[None, :]", *pos], "amask")
+                av = _conv_input_tile(w, x, tidx[0], pos, valid)
                 w.line(f"bmask = (rk[:, None] < {cg}) & (rn[None, :] < {ocg})")
                 bv = w.ev(wt, ["ci[:, None]", "rn[None, :]", *kidx], "bmask")  # (C_in, OC/G, *k)
-                av = w.tmp(f"tl.where(amask, {av}, 0.0).to(tl.float32)", "a")
-                bv = w.tmp(f"tl.where(bmask, {bv}, 0.0).to(tl.float32)", "b")
-                w.line(f'acc += tl.dot({av}, {bv}, input_precision="ieee")')
+                _accumulate_dot(w, av, bv)
     w.line(f"cmask = rowmask[:, None] & (rn[None, :] < {ocg})")
     ostr = ir.contiguous_strides(tuple(outs))
     spatial = " + ".join(f"{o} * {st}" for o, st in zip(opos, ostr, strict=True))
     n_ = f"{tidx[0]}[:, None] * {oc * P} + " if tidx[0] != "0" else ""
     lin = w.tmp(f"{n_}oc[None, :] * {P} + ({spatial})[:, None]", "o")
     w.store(out, lin, "acc", "cmask", spec.out_shape)
-    K = cg * taps
-    grid_z = G * phases
-    if w.blocks.tune:
-        grid = f'lambda META: (triton.cdiv({rows}, META["BM"]), triton.cdiv({ocg}, META["BN"]), {grid_z})'
-        return w.finish(grid, {}, rows * ocg * K, _mm_tune(rows, ocg, K))
-    bm, bn, bk = _mm_consts(w, rows, ocg, cg)
-    return w.finish(f"({-(-rows // bm)}, {-(-ocg // bn)}, {grid_z})", {"BM": bm, "BN": bn, "BK": bk},
-                    rows * ocg * K, None)
+    return _finish_tiles(w, rows, ocg, cg * taps, G * phases, loop_k=cg)
 
 
 def pool(w: Writer, kind: str, x: ir.Expr, ksz, stride, padding, dilation, out_shape, out) -> Kernel:
