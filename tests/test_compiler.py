@@ -249,6 +249,17 @@ def test_strided_transposed_convolution_runs_one_phase_per_program(call, shapes)
     assert "phase = tl.program_id(2) %" in candidate and "for tap in range(" in candidate
 
 
+@pytest.mark.parametrize("out_channels, dot", [(1, False), (5, False), (16, True), (20, True)])
+def test_convolution_with_few_output_channels_skips_tl_dot(out_channels, dot):
+    # tl.dot pads its N side to 16: a 1-channel output paid 16x the multiplies. Under 16 output
+    # channels per group the tile is multiplied and summed directly.
+    for call in ("F.conv2d(a, b, padding=1)", "F.conv_transpose2d(a, b.transpose(0, 1), stride=2)"):
+        src = program(f"return {call}", [(2, 3, 5, 4), (out_channels, 3, 3, 3)])
+        candidate = check(src)
+        assert ("tl.dot(" in candidate) is dot
+        assert ("tl.sum(" in candidate) is not dot
+
+
 def test_hybrid_keeps_convolution_in_torch_and_fuses_around_it():
     candidate = check(CASES["conv_relu_bias"], mode="hybrid")
     assert "torch.nn.functional.conv2d(" in candidate and "@triton.jit" in candidate

@@ -574,12 +574,38 @@ def _finish_tiles(w: Writer, M: int, N: int, K: int, grid_z: int, loop_k: int | 
 MAX_GRID_Z = 65535  # CUDA's limit on grid axes 1 and 2
 
 
-def _accumulate_dot(w: Writer, av: str, bv: str) -> None:
+def _accumulate_dot(w: Writer, av: str, bv: str, narrow: bool = False) -> None:
     """``acc += a @ b`` over tiles masked by ``amask``/``bmask``, fp32 (``ieee``), with the padding
-    lanes zeroed: a fused prologue may map 0 to non-zero (e.g. exp)."""
+    lanes zeroed: a fused prologue may map 0 to non-zero (e.g. exp). ``narrow``: fewer than 16
+    columns, multiplied and summed without ``tl.dot``, which would pad them to 16."""
     a = w.tmp(f"tl.where(amask, {av}, 0.0).to(tl.float32)", "a")
     b = w.tmp(f"tl.where(bmask, {bv}, 0.0).to(tl.float32)", "b")
-    w.line(f'acc += tl.dot({a}, {b}, input_precision="ieee")')
+    if narrow:
+        w.line(f"acc += tl.sum({a}[:, :, None] * {b}[None, :, :], 1)")
+    else:
+        w.line(f'acc += tl.dot({a}, {b}, input_precision="ieee")')
+
+
+NARROW_TILE_ELEMS = 8192  # BM * BK * BN of a narrow (broadcast-and-sum) tile: registers bound it
+
+
+def _narrow_width(cols: int) -> int | None:
+    """BN for a convolution with fewer than 16 output channels per group (None: use tl.dot)."""
+    return max(2, next_pow2(cols)) if cols < 16 else None
+
+
+def _finish_narrow(w: Writer, M: int, N: int, K: int, grid_z: int, loop_k: int) -> Kernel:
+    """Tile grid for :func:`_accumulate_dot` with ``narrow``: BN fixed, (BM, BK) tuned."""
+    bn = _narrow_width(N)
+    shapes = [(NARROW_TILE_ELEMS // bn // bk, bk) for bk in (16, 32, 64)]
+    shapes = [(min(bm, 256), bk) for bm, bk in shapes if bm >= 16]
+    grid = f'lambda META: (triton.cdiv({M}, META["BM"]), {-(-N // bn)}, {grid_z})'
+    if w.blocks.tune:
+        configs = [_config({"BM": bm, "BN": bn, "BK": bk}, 4) for bm, bk in shapes]
+        return w.finish(grid, {}, M * N * K, configs)
+    bm, bk = max(16, min(32, next_pow2(M))), max(16, min(32, next_pow2(loop_k)))
+    return w.finish(f"({-(-M // bm)}, {-(-N // bn)}, {grid_z})", {"BM": bm, "BN": bn, "BK": bk},
+                    M * N * K, None)
 
 
 SKINNY_MAX_K = 32  # reductions up to this length unroll in the skinny-matmul kernel
@@ -717,12 +743,14 @@ def conv(w: Writer, x: ir.Expr, wt: ir.Expr, spec: ConvSpec, out: str) -> Kernel
         else:  # weight (OC, C_in/G, *k)
             bv = w.ev(wt, ["oc[None, :]", f"{kidx[0]}[:, None]" if kidx[0] != "0" else "0", *kk],
                       "bmask")
-        _accumulate_dot(w, av, bv)
+        _accumulate_dot(w, av, bv, narrow=_narrow_width(ocg) is not None)
     w.line(f"cmask = (rm[:, None] < {M}) & (rn[None, :] < {ocg})")
     n_ = f"({midx[0]})" if midx[0] != "0" else "0"
     lin = w.tmp(f"{n_}[:, None] * {oc * P} + oc[None, :] * {P} + (rm % {P})[:, None]"
                 if midx[0] != "0" else f"oc[None, :] * {P} + (rm % {P})[:, None]", "o")
     w.store(out, lin, "acc", "cmask", spec.out_shape)
+    if _narrow_width(ocg):
+        return _finish_narrow(w, M, ocg, K, G, loop_k=K)
     return _finish_tiles(w, M, ocg, K, G)
 
 
@@ -782,13 +810,15 @@ def conv_transpose_phased(w: Writer, x: ir.Expr, wt: ir.Expr, spec: ConvSpec, ou
                 av = _conv_input_tile(w, x, tidx[0], pos, valid)
                 w.line(f"bmask = (rk[:, None] < {cg}) & (rn[None, :] < {ocg})")
                 bv = w.ev(wt, ["ci[:, None]", "rn[None, :]", *kidx], "bmask")  # (C_in, OC/G, *k)
-                _accumulate_dot(w, av, bv)
+                _accumulate_dot(w, av, bv, narrow=_narrow_width(ocg) is not None)
     w.line(f"cmask = rowmask[:, None] & (rn[None, :] < {ocg})")
     ostr = ir.contiguous_strides(tuple(outs))
     spatial = " + ".join(f"{o} * {st}" for o, st in zip(opos, ostr, strict=True))
     n_ = f"{tidx[0]}[:, None] * {oc * P} + " if tidx[0] != "0" else ""
     lin = w.tmp(f"{n_}oc[None, :] * {P} + ({spatial})[:, None]", "o")
     w.store(out, lin, "acc", "cmask", spec.out_shape)
+    if _narrow_width(ocg):
+        return _finish_narrow(w, rows, ocg, cg * taps, G * phases, loop_k=cg)
     return _finish_tiles(w, rows, ocg, cg * taps, G * phases, loop_k=cg)
 
 
