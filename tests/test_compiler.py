@@ -336,6 +336,20 @@ def test_skinny_matmul_is_one_elementwise_pass(shapes):
     assert candidate.count("@triton.jit") == 1
 
 
+@pytest.mark.parametrize(
+    "shapes, tiles",
+    [([(3, 50, 16), (16, 38)], True), ([(70, 12), (12, 8)], True), ([(3, 7, 4), (3, 4, 9)], False),
+     ([(5, 6, 3), (3, 4)], False)],
+    ids=["x@W-n38", "2d-n8", "batched-b", "n4"],
+)
+def test_skinny_x_at_w_uses_output_tiles(shapes, tiles):
+    # x @ W with a short K: [BM x N] tiles, one outer product per K step (the per-element form
+    # ran at 0.37x cuBLAS on the H200). A batched right operand or N < 8 stays per element.
+    candidate = check(program("return torch.relu(torch.matmul(a, b)) + 1.0", shapes))
+    assert ("[:, None] * " in candidate and "rn = tl.arange(0," in candidate) is tiles
+    assert "tl.dot" not in candidate
+
+
 def test_matmul_with_a_long_reduction_keeps_tiles():
     candidate = check(program("return torch.matmul(a, b)", [(4, 40), (40, 3)]))
     assert "tl.dot" in candidate
