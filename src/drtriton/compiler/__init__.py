@@ -34,6 +34,5 @@ def compile_program(source: str, config: CompilerConfig | None = None) -> str:
             # Everything went to the vendor libraries (a lone matmul or convolution), but a
             # candidate must launch Triton: such a program is compiled strict instead.
             config = dataclasses.replace(config, mode="strict")
-            cap = capture(source)
-            prog = Lowering(cap, config).run()
+            prog = Lowering(cap, config).run()  # lowering reads the capture, never changes it
         return emit(cap, prog, config)
