@@ -599,9 +599,9 @@ def _finish_narrow(w: Writer, M: int, N: int, K: int, grid_z: int, loop_k: int) 
     bn = _narrow_width(N)
     shapes = [(NARROW_TILE_ELEMS // bn // bk, bk) for bk in (16, 32, 64)]
     shapes = [(min(bm, 256), bk) for bm, bk in shapes if bm >= 16]
-    grid = f'lambda META: (triton.cdiv({M}, META["BM"]), {-(-N // bn)}, {grid_z})'
     if w.blocks.tune:
         configs = [_config({"BM": bm, "BN": bn, "BK": bk}, 4) for bm, bk in shapes]
+        grid = f'lambda META: (triton.cdiv({M}, META["BM"]), {-(-N // bn)}, {grid_z})'
         return w.finish(grid, {}, M * N * K, configs)
     bm, bk = max(16, min(32, next_pow2(M))), max(16, min(32, next_pow2(loop_k)))
     return w.finish(f"({-(-M // bm)}, {-(-N // bn)}, {grid_z})", {"BM": bm, "BN": bn, "BK": bk},
@@ -615,9 +615,9 @@ def matmul(w: Writer, a: ir.Expr, b: ir.Expr, out: str) -> Kernel:
     """Batched ``a @ b`` with a tiled ``tl.dot`` (fp32, ``ieee`` precision); a, b share batch dims.
 
     A matmul with K <= 16, or a side under 16 (``tl.dot``'s minimum tile) and a short reduction,
-    goes to :func:`skinny_matmul` instead: tiles would be mostly padding, and such a matmul is
-    bound by writing its output (on an H200 a (2854, 7093, 16) @ (16, 38) matmul ran 7.0 ms
-    tiled against 2.6 ms in cuBLAS).
+    goes to :func:`skinny_tiles` (``x @ W``) or :func:`skinny_matmul` instead: dot tiles would be
+    mostly padding, and such a matmul is bound by writing its output (on an H200 a
+    (2854, 7093, 16) @ (16, 38) matmul ran 7.0 ms on dot tiles against 2.6 ms in cuBLAS).
     """
     *batch, M, K = a.shape
     N = b.shape[-1]
