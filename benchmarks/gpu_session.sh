@@ -44,9 +44,9 @@ case $phase in
      CUDA_VISIBLE_DEVICES=1 timeout 150 python3 benchmarks/bench_judge.py --device cuda --n 6 --workers 1 \
         --out "$res/judge_throughput" > "$res/judge_throughput.log" 2>&1) &
     wait ;;
-  compiler)  # the compiler benchmark: strict (GPU 0) | hybrid (GPU 1), levels 1, 2, 5
-    (CUDA_VISIBLE_DEVICES=0 bench strict --levels 1,2,5 --num "${NUM:-4}" --mode strict --timeout-s 150) &
-    (CUDA_VISIBLE_DEVICES=1 bench hybrid --levels 1,2,5 --num "${NUM:-4}" --mode hybrid --timeout-s 150) &
+  compiler)  # the compiler benchmark: strict (GPU 0) | hybrid (GPU 1), LEVELS (default 2,1,5) in order
+    (CUDA_VISIBLE_DEVICES=0 bench strict --levels "${LEVELS:-2,1,5}" --num "${NUM:-4}" --mode strict --timeout-s 150) &
+    (CUDA_VISIBLE_DEVICES=1 bench hybrid --levels "${LEVELS:-2,1,5}" --num "${NUM:-4}" --mode hybrid --timeout-s 150) &
     wait ;;
   strict)  # one GPU: the strict compiler benchmark, resuming (LEVELS, NUM)
     bench strict --levels "${LEVELS:-1,2,5}" --num "${NUM:-4}" --mode strict --timeout-s 100 ;;

@@ -135,3 +135,14 @@ def test_scratch_goes_where_configured_and_shm_only_when_roomy(tmp_path, monkeyp
     roomy = SimpleNamespace(f_bavail=64, f_frsize=2**30)
     monkeypatch.setattr(os, "statvfs", lambda path: roomy)
     assert judge_config.default_scratch_root() == "/dev/shm"
+
+
+@pytest.mark.gpu
+def test_compare_on_the_gpu_matches_the_host():
+    e = torch.randn(3000, 7)
+    a = e + 1e-3 * torch.randn_like(e)
+    a[5, 3] = e[5, 3] + 0.5
+    host = compare_outputs((e,), [a], JudgeConfig())
+    device = compare_outputs((e,), [a], JudgeConfig(), "cuda")
+    assert not host.ok and not device.ok and host.reason == device.reason
+    assert math.isclose(host.max_abs_err, device.max_abs_err, rel_tol=1e-12)

@@ -78,6 +78,10 @@ def test_verdict_details_and_pool_survives_crash(pool):
     assert first.speedup_eager is None and first.runtime_ms is None  # no timing on CPU
     env = first.environment
     assert env["preset"] == "hardened" and env["mode"] == "strict" and env["interpreter"]
+    phases = first.phase_s  # where the verdict's wall time went
+    assert {"reference", "write_inputs", "candidate", "compare"} <= set(phases)
+    assert 0 < sum(phases.values()) <= first.wall_s + 1e-3
+    assert phases["candidate"] > phases["compare"]  # the child's start dominates a tiny program
 
 
 def test_hybrid_mode_allows_listed_ops(pool):

@@ -255,14 +255,22 @@ def search_gain(rows: Sequence[dict]) -> dict:
     """What search added over its own best whole-program candidate, judged in the same run:
     the geometric-mean ratio whole time / chosen time where both are correct and timed, and the
     problems only search got right."""
-    ratios = [r["whole_runtime_ms"] / r["runtime_ms"] for r in rows
-              if r["status"] == "correct" and r.get("whole_status") == "correct"
-              and r.get("whole_runtime_ms") and r.get("runtime_ms")]
+    ratios = [
+        r["whole_runtime_ms"] / r["runtime_ms"]
+        for r in rows
+        if r["status"] == "correct"
+        and r.get("whole_status") == "correct"
+        and r.get("whole_runtime_ms")
+        and r.get("runtime_ms")
+    ]
     return {
-        "search_gain_geomean": math.exp(sum(map(math.log, ratios)) / len(ratios)) if ratios else None,
+        "search_gain_geomean": math.exp(sum(map(math.log, ratios)) / len(ratios))
+        if ratios
+        else None,
         "search_gain_problems": len(ratios),
-        "rescued_by_search": sum(r["status"] == "correct" and r.get("whole_status") != "correct"
-                                 for r in rows),
+        "rescued_by_search": sum(
+            r["status"] == "correct" and r.get("whole_status") != "correct" for r in rows
+        ),
     }
 
 
@@ -282,14 +290,18 @@ def _row(problem: Problem, verdict, chosen: str, wall_s: float, reason: str = ""
         "suspicious": v.get("suspicious", False),
         "chosen": chosen,
         "wall_s": round(wall_s, 3),
-    }
+    } | {f"judge_{name}_s": t for name, t in (v.get("phase_s") or {}).items()}
 
 
 def _search_columns(report) -> dict:
     """Both of the search's contestants, judged in the same run: the best whole-program candidate
     and the composition of fragments (the row's own columns are the one chosen)."""
-    out = {"fragments_tried": report.fragments_tried, "candidates_judged": report.candidates_judged,
-           "cache_hits": report.cache_hits, "segments": len(report.segmentation)}
+    out = {
+        "fragments_tried": report.fragments_tried,
+        "candidates_judged": report.candidates_judged,
+        "cache_hits": report.cache_hits,
+        "segments": len(report.segmentation),
+    }
     for name, verdict in (("whole", report.whole_verdict), ("composed", report.composed_verdict)):
         v = verdict.to_dict() if verdict is not None else {}
         out[f"{name}_status"] = v.get("status")
@@ -330,6 +342,7 @@ def solve_problem(problem: Problem, config: BenchConfig, pool, fragment_pool=Non
     started = time.perf_counter()
     device = pool.config.resolved_device()
     invalid = _invalid_reference(problem, device)
+    filter_s = round(time.perf_counter() - started, 3)
     if invalid:
         return _row(problem, None, "none", time.perf_counter() - started, invalid) | {
             "status": "invalid_reference"
@@ -375,9 +388,10 @@ def solve_problem(problem: Problem, config: BenchConfig, pool, fragment_pool=Non
         return _row(
             problem, None, "none", time.perf_counter() - started, f"{type(exc).__name__}: {exc}"
         )
-    return _row(
-        problem, pool.verify(problem.source, candidate), "whole", time.perf_counter() - started
-    )
+    policy_s = round(time.perf_counter() - started - filter_s, 3)
+    verdict = pool.verify(problem.source, candidate)
+    row = _row(problem, verdict, "whole", time.perf_counter() - started)
+    return row | {"filter_s": filter_s, "policy_s": policy_s}
 
 
 def run_bench(config: BenchConfig, out: Path, on_row=None) -> dict:
@@ -439,9 +453,17 @@ def run_bench(config: BenchConfig, out: Path, on_row=None) -> dict:
 def _row_stamp(judge_config) -> dict:
     """Where a row was measured, on the row itself: a run cut short leaves rows but no report."""
     env = machine_record()
-    return {"env": {"device": env["gpu"] or env["host_cpu"], "torch": env["torch"],
-                    "triton": env["triton"], "commit": env["git_commit"], "date": env["date"][:10],
-                    "preset": judge_config.preset, "precision": judge_config.precision}}
+    return {
+        "env": {
+            "device": env["gpu"] or env["host_cpu"],
+            "torch": env["torch"],
+            "triton": env["triton"],
+            "commit": env["git_commit"],
+            "date": env["date"][:10],
+            "preset": judge_config.preset,
+            "precision": judge_config.precision,
+        }
+    }
 
 
 def write_report(config: BenchConfig, rows: list[dict], out: Path, environment: dict) -> dict:

@@ -117,11 +117,13 @@ class Comparison:
 
 
 def compare_outputs(
-    expected: tuple[torch.Tensor, ...], actual: list, config: JudgeConfig
+    expected: tuple[torch.Tensor, ...], actual: list, config: JudgeConfig, device: str = "cpu"
 ) -> Comparison:
     """Shapes, dtypes, the NaN/Inf pattern, then ``|a - e| <= atol + rtol * |e|`` elementwise.
 
-    Relative error is reported as ``|a - e| / max(|e|, 1e-6)``.
+    Relative error is reported as ``|a - e| / max(|e|, 1e-6)``. ``device`` is where the float64
+    arithmetic runs: the judge passes its own GPU, where a GPU-scale output (up to 4G elements)
+    compares in seconds instead of minutes on the host.
     """
     if len(actual) != len(expected):
         return Comparison(False, f"{len(actual)} outputs, expected {len(expected)}", 0.0, 0.0)
@@ -139,7 +141,7 @@ def compare_outputs(
                     False, f"output {i}: values differ (exact dtype)", max_abs, max_rel
                 )
             continue
-        why, chunk_abs, chunk_rel = _compare_float(e, a, atol, rtol)
+        why, chunk_abs, chunk_rel = _compare_float(e, a, atol, rtol, device)
         max_abs, max_rel = max(max_abs, chunk_abs), max(max_rel, chunk_rel)
         if why:
             return Comparison(False, f"output {i}: {why}", max_abs, max_rel)
@@ -147,9 +149,10 @@ def compare_outputs(
 
 
 COMPARE_CHUNK = 1 << 22  # elements per step: fp64 temporaries stay ~32 MB whatever the output
+CUDA_COMPARE_CHUNK = 1 << 25  # on a GPU: ~1.3 GB of fp64 temporaries, few host-device syncs
 
 
-def _compare_float(e: torch.Tensor, a: torch.Tensor, atol: float, rtol: float):
+def _compare_float(e: torch.Tensor, a: torch.Tensor, atol: float, rtol: float, device: str):
     """(reason or None, max abs err, max rel err) over finite positions, in float64, chunked.
 
     Where every difference is finite and within tolerance (the common case) a chunk costs a few
@@ -158,9 +161,10 @@ def _compare_float(e: torch.Tensor, a: torch.Tensor, atol: float, rtol: float):
     """
     ef, af = e.reshape(-1), a.reshape(-1)
     max_abs = max_rel = 0.0
-    for start in range(0, ef.numel(), COMPARE_CHUNK):
-        ec = ef[start : start + COMPARE_CHUNK].double()
-        ac = af[start : start + COMPARE_CHUNK].double()
+    step = COMPARE_CHUNK if device == "cpu" else CUDA_COMPARE_CHUNK
+    for start in range(0, ef.numel(), step):
+        ec = ef[start : start + step].to(device).double()
+        ac = af[start : start + step].to(device).double()
         diff, ref = (ac - ec).abs(), ec.abs()
         within = bool((diff <= atol + rtol * ref).all())
         if not within:  # out of tolerance, or NaN/Inf somewhere: those must match exactly
@@ -231,7 +235,7 @@ def _read_report(job_dir: Path) -> dict | None:
 
 def _load_outputs(job_dir: Path) -> dict | None:
     try:
-        return torch.load(job_dir / "outputs.pt", weights_only=True)
+        return torch.load(job_dir / "outputs.pt", weights_only=True, mmap=True)
     except Exception:  # missing or forged file: the caller rejects
         return None
 
@@ -259,19 +263,39 @@ def _strictness_problem(report: dict, config: JudgeConfig, trials: int) -> str |
     return None
 
 
+class PhaseClock:
+    """Seconds spent per named phase of one verdict (recorded in ``Verdict.phase_s``)."""
+
+    def __init__(self) -> None:
+        self.seconds: dict[str, float] = {}
+
+    @contextlib.contextmanager
+    def __call__(self, name: str) -> Iterator[None]:
+        start = time.monotonic()
+        try:
+            yield
+        finally:
+            spent = time.monotonic() - start
+            self.seconds[name] = round(self.seconds.get(name, 0.0) + spent, 3)
+
+
 def judge_pair(
     reference_source: str, candidate_source: str, config: JudgeConfig, slot: Slot
 ) -> Verdict:
     """The whole judgement of one pair on one slot. Raises only for an invalid reference."""
     t0 = time.monotonic()
     env = dict(slot.environment)
+    clock = PhaseClock()
     seed = config.seed if config.seed is not None else secrets.randbits(31)
     seeds = [seed + 1 + k for k in range(config.trials)]
-    with slot.rng_lock:  # torch's global RNG: one reference at a time in this process
+    with slot.rng_lock, clock("reference"):  # torch's global RNG: one reference at a time
         ref = run_reference(reference_source, config, slot.judge_device, seeds, seed)
 
     def verdict(status: str, reason: str = "", **fields) -> Verdict:
-        return Verdict(status, reason, environment=env, wall_s=time.monotonic() - t0, **fields)
+        wall_s = time.monotonic() - t0
+        return Verdict(
+            status, reason, environment=env, wall_s=wall_s, phase_s=clock.seconds, **fields
+        )
 
     if config.static_checks:
         finding = check_source(candidate_source, config.mode)
@@ -279,17 +303,21 @@ def judge_pair(
             return verdict(finding.status, finding.reason)
     work = Path(tempfile.mkdtemp(prefix="cand-", dir=slot.sandbox.scratch))
     try:
-        return _judge_in(work, ref, candidate_source, config, slot, verdict)
+        return _judge_in(work, ref, candidate_source, config, slot, verdict, clock)
     finally:
         shutil.rmtree(work, ignore_errors=True)
 
 
-def _judge_in(work: Path, ref: Reference, candidate: str, config, slot: Slot, verdict) -> Verdict:
+def _judge_in(
+    work: Path, ref: Reference, candidate: str, config, slot: Slot, verdict, clock: PhaseClock
+) -> Verdict:
     cache = str(work / "triton-cache")
     job_dir = work / "trials"
     spec = _job_spec("candidate", config, slot, ref)
-    _write_job(job_dir, spec, ref.inputs, ref.init_inputs, {"candidate.py": candidate})
-    result = slot.sandbox.run(str(job_dir), config.timeout_s, cache)
+    with clock("write_inputs"):
+        _write_job(job_dir, spec, ref.inputs, ref.init_inputs, {"candidate.py": candidate})
+    with clock("candidate"):
+        result = slot.sandbox.run(str(job_dir), config.timeout_s, cache)
     tail = result.output[-4000:]
     fault = _fault_verdict(result, config)
     report = _read_report(job_dir)
@@ -305,15 +333,21 @@ def _judge_in(work: Path, ref: Reference, candidate: str, config, slot: Slot, ve
         return verdict("rejected", problem, stdout_tail=tail, triton_launches=launches)
     mutated = report.get("inputs_mutated")
     if not isinstance(mutated, list):
-        return verdict("rejected", "incomplete run-time report (input check missing)", stdout_tail=tail)
+        return verdict(
+            "rejected", "incomplete run-time report (input check missing)", stdout_tail=tail
+        )
     if mutated:
-        return verdict("rejected", f"trial {mutated[0]}: forward mutated its inputs", stdout_tail=tail)
-    data = _load_outputs(job_dir)
+        return verdict(
+            "rejected", f"trial {mutated[0]}: forward mutated its inputs", stdout_tail=tail
+        )
+    with clock("compare"):
+        data = _load_outputs(job_dir)
     if not data or len(data.get("outputs", [])) != len(ref.inputs):
         return verdict("rejected", "outputs missing or unreadable", stdout_tail=tail)
     worst = Comparison(True, "", 0.0, 0.0)
     for k, (expected, actual) in enumerate(zip(ref.outputs, data["outputs"], strict=True)):
-        cmp = compare_outputs(expected, actual, config)
+        with clock("compare"):
+            cmp = compare_outputs(expected, actual, config, slot.judge_device)
         worst = Comparison(
             cmp.ok,
             cmp.reason,
@@ -339,30 +373,35 @@ def _judge_in(work: Path, ref: Reference, candidate: str, config, slot: Slot, ve
     )
     if slot.child_device == "cpu":
         return verdict("correct", "timing unavailable on CPU (Triton interpreter)", **common)
-    return _time_on_cuda(work, ref, candidate, config, slot, verdict, common, cache)
+    del data  # the trial outputs can be GBs: free them before the timing runs
+    return _time_on_cuda(work, ref, candidate, config, slot, verdict, common, cache, clock)
 
 
 # ---- timing --------------------------------------------------------------------------------
-def _time_on_cuda(work, ref, candidate, config, slot, verdict, common, cache) -> Verdict:
+def _time_on_cuda(work, ref, candidate, config, slot, verdict, common, cache, clock) -> Verdict:
     seed = ref.model_seed + 1000
     seeds = [seed + k for k in range(config.input_sets)]
-    with slot.rng_lock:
+    with slot.rng_lock, clock("reference"):
         tref = run_reference(ref.source, config, slot.judge_device, seeds, ref.model_seed)
     cand_dir, ref_dir = work / "time-candidate", work / "time-reference"
     spec = _job_spec("candidate_timing", config, slot, ref)
-    _write_job(cand_dir, spec, tref.inputs, ref.init_inputs, {"candidate.py": candidate})
-    result = slot.sandbox.run(str(cand_dir), config.timeout_s, cache)
+    with clock("write_inputs"):
+        _write_job(cand_dir, spec, tref.inputs, ref.init_inputs, {"candidate.py": candidate})
+    with clock("candidate_timing"):
+        result = slot.sandbox.run(str(cand_dir), config.timeout_s, cache)
     fault = _fault_verdict(result, config)
     if fault:
         return verdict(fault[0], "while timed: " + fault[1], **common)
     report = _read_report(cand_dir) or {"status": "crashed", "reason": "no timing report"}
     if report.get("status") != "ok":
         return verdict(report["status"], "while timed: " + report.get("reason", ""), **common)
-    data = _load_outputs(cand_dir)
+    with clock("compare"):
+        data = _load_outputs(cand_dir)
     if not data or len(data.get("outputs", [])) != len(tref.outputs):
         return verdict("rejected", "outputs after timing missing", **common)
     for expected, actual in zip(tref.outputs, data["outputs"], strict=True):
-        cmp = compare_outputs(expected, actual, config)
+        with clock("compare"):
+            cmp = compare_outputs(expected, actual, config, slot.judge_device)
         if not cmp.ok:
             return verdict("incorrect", f"after timing: {cmp.reason}", **common)
     timing = report["candidate"]
@@ -371,9 +410,13 @@ def _time_on_cuda(work, ref, candidate, config, slot, verdict, common, cache) ->
         return verdict(
             "rejected", "reported kernel times exceed the wall clock (timer forged)", **common
         )
+    del data
     spec = _job_spec("reference_timing", config, slot, ref)
-    _write_job(ref_dir, spec, tref.inputs, ref.init_inputs, {"reference.py": ref.source})
-    rresult = slot.sandbox.run(str(ref_dir), max(config.timeout_s, 600.0), str(work / "ref-cache"))
+    with clock("write_inputs"):
+        _write_job(ref_dir, spec, tref.inputs, ref.init_inputs, {"reference.py": ref.source})
+    with clock("baselines"):
+        ref_cache = str(work / "ref-cache")
+        rresult = slot.sandbox.run(str(ref_dir), max(config.timeout_s, 600.0), ref_cache)
     rreport = _read_report(ref_dir) or {}
     eager = (rreport.get("eager") or {}).get("median_ms")
     compiled = (rreport.get("compile") or {}).get("median_ms")

@@ -37,6 +37,7 @@ class Verdict:
     triton_launches: int = 0
     trials: int = 0
     wall_s: float = 0.0
+    phase_s: dict[str, float] = field(default_factory=dict)  # where wall_s went, per phase
     stdout_tail: str = ""
     environment: dict[str, Any] = field(default_factory=dict)
 
