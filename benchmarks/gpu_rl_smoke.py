@@ -59,6 +59,8 @@ def parse_args() -> argparse.Namespace:
     p.add_argument("--all-correct", default="drop", choices=("drop", "speed"))
     p.add_argument("--judge-repetitions", type=int, default=50)
     p.add_argument("--device", default="cuda", help="cuda (the point), or cpu for a dry run")
+    p.add_argument("--judge-workers", type=int, default=1,
+                   help="judge sandboxes, one per visible GPU (0: all visible GPUs)")
     p.add_argument("--budget-s", type=float, default=300.0, help="stop starting steps after this")
     return p.parse_args()
 
@@ -105,12 +107,15 @@ def main() -> int:
     )
     run = RLRun(config)
     run.out.mkdir(parents=True, exist_ok=True)
-    judge_config = JudgeConfig(device="cuda:0" if args.device.startswith("cuda") else "cpu", time_compile=False,
+    spread = args.judge_workers != 1 and args.device.startswith("cuda")
+    judge_device = "cuda" if spread else ("cuda:0" if args.device.startswith("cuda") else "cpu")
+    judge_config = JudgeConfig(device=judge_device, time_compile=False,
                                repetitions=args.judge_repetitions, timeout_s=120.0)
     t_pool = time.perf_counter()
     rows: list[dict] = []
-    with JudgePool(judge_config, workers=1) as pool:
+    with JudgePool(judge_config, workers=args.judge_workers or None) as pool:
         pool_start_s = time.perf_counter() - t_pool
+        pool_slots = pool.size
         while run.step < config.max_steps:
             elapsed = time.perf_counter() - started
             last = rows[-1]["time_step_s"] if rows else 0.0
@@ -126,6 +131,7 @@ def main() -> int:
         "args": vars(args),
         "steps": len(rows),
         "pool_start_s": pool_start_s,
+        "judge_slots": pool_slots,
         "judge_calls": judged,
         "judge_s_per_call": sum(r["time_judge_s"] for r in rows) / judged if judged else None,
         "median_step_s": statistics.median(r["time_step_s"] for r in rows) if rows else None,

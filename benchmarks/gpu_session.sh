@@ -7,6 +7,7 @@
 #   bash benchmarks/gpu_session.sh compiler # compiler benchmark L1/2/5: strict (GPU 0) | hybrid (GPU 1)
 #   bash benchmarks/gpu_session.sh strict    # strict compiler benchmark on one GPU (LEVELS, NUM)
 #   bash benchmarks/gpu_session.sh strict_rl # strict compiler benchmark (GPU 0) | RL steps (GPU 1)
+#   bash benchmarks/gpu_session.sh train     # RL steps, judge on both GPUs; then 7B-shape step costs
 #   bash benchmarks/gpu_session.sh profile # compiler diagnostics (GPU 0) | judge throughput (GPU 1)
 #   bash benchmarks/gpu_session.sh hybrid  # compiler benchmark, hybrid mode
 #   bash benchmarks/gpu_session.sh search  # fragment search (with its whole-program contestant), L5/L20
@@ -56,6 +57,11 @@ case $phase in
         --programs benchmarks/programs/rl_smoke_gpu.jsonl --out "$res/rl" --steps 6 \
         --budget-s $((budget - 30)) > "$res/rl.log" 2>&1) &
     wait ;;
+  train)  # RL steps with the policy on GPU 0 and a judge sandbox on every GPU; then the per-step
+    # costs of a 7B-shaped model on GPU 0
+    timeout $((budget - 140)) python3 benchmarks/gpu_rl_smoke.py --programs benchmarks/programs/rl_smoke_gpu.jsonl \
+        --out "$res/rl" --steps "${STEPS:-8}" --judge-workers 0 --budget-s $((budget - 190)) > "$res/rl.log" 2>&1
+    CUDA_VISIBLE_DEVICES=0 timeout 130 python3 benchmarks/gpu_7b_cost.py --out "$res/cost7b" > "$res/cost7b.log" 2>&1 ;;
   bench)  # GPU 0: the judge's failing cases with full reasons, then strict; GPU 1: hybrid
     (CUDA_VISIBLE_DEVICES=0 timeout 120 python3 benchmarks/gpu_judge_check.py --out "$res/judge_only" --skip-timing \
         --only "${ONLY:-}" > "$res/judge_only.log" 2>&1
