@@ -56,10 +56,12 @@ import sys, time, torch
 sys.path.insert(0, {src!r})
 from drtriton.judge import JudgeConfig
 from drtriton.judge.core import run_reference
+from drtriton.program import load_program, make_inputs
 torch.set_num_threads(1)  # as in the sandbox
 ref, cand = open({ref!r}).read(), open({cand!r}).read()
 config = JudgeConfig(device={device!r})
 r = run_reference(ref, config, {device!r}, [1 + k for k in range(config.trials)], 0)
+inputs = [make_inputs(load_program(ref), seed, {device!r}) for seed in r.input_seeds]
 t0 = time.perf_counter()
 import importlib.util, tempfile, os
 path = os.path.join(tempfile.mkdtemp(), "candidate.py")  # real Triton needs a source file
@@ -71,8 +73,8 @@ module = vars(mod)
 torch.manual_seed(0)
 model = module["ModelNew"](*r.init_inputs).to({device!r})
 with torch.no_grad():
-    for xs in r.inputs:
-        model(*[x.to({device!r}).clone() if isinstance(x, torch.Tensor) else x for x in xs])
+    for xs in inputs:
+        model(*[x.clone() if isinstance(x, torch.Tensor) else x for x in xs])
 if {device!r} != "cpu":
     torch.cuda.synchronize()
 print(time.perf_counter() - t0)

@@ -30,6 +30,7 @@ FAST = {
     "exit_at_import",
     "segfault",
     "kill_parent",
+    "patch_input_rng",
     "legit_add_relu",
     "legit_linear",
     "legit_softmax",
@@ -79,7 +80,7 @@ def test_verdict_details_and_pool_survives_crash(pool):
     env = first.environment
     assert env["preset"] == "hardened" and env["mode"] == "strict" and env["interpreter"]
     phases = first.phase_s  # where the verdict's wall time went
-    assert {"reference", "write_inputs", "candidate", "compare"} <= set(phases)
+    assert {"reference", "write_job", "candidate", "compare"} <= set(phases)
     assert 0 < sum(phases.values()) <= first.wall_s + 1e-3
     assert phases["candidate"] > phases["compare"]  # the child's start dominates a tiny program
 
@@ -137,3 +138,16 @@ def test_cli_verify_exit_codes():
     assert runner.invoke(app, ["verify", ref, bad, "--device", "cpu"]).exit_code == 1
     assert runner.invoke(app, ["verify", ref, legit, "--preset", "nope"]).exit_code == 2
     assert runner.invoke(app, ["verify", legit, legit, "--device", "cpu"]).exit_code == 2
+
+
+def test_inputs_that_a_seed_cannot_reproduce_are_reported(pool):
+    # The children remake inputs from seeds; a get_inputs() that ignores the seed cannot be
+    # judged that way, and the verdict says so instead of blaming the candidate's numbers.
+    drifting = REF.replace(
+        "return [torch.randn(1000), torch.randn(1000)]",
+        "import os\n    return [torch.randn(1000) + int.from_bytes(os.urandom(1), 'little'),"
+        " torch.randn(1000)]",
+    )
+    assert drifting != REF
+    verdict = pool.verify(drifting, LEGIT)
+    assert verdict.status == "rejected" and "not reproducible" in verdict.reason

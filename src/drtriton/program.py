@@ -8,6 +8,7 @@ judge's sandbox (``drtriton.judge``).
 
 from __future__ import annotations
 
+import random
 import threading
 import types
 from collections.abc import Sequence
@@ -48,6 +49,35 @@ def as_output_tuple(output: object) -> tuple[torch.Tensor, ...]:
     if isinstance(output, Sequence) and all(isinstance(t, torch.Tensor) for t in output):
         return tuple(output)
     raise ProgramError(f"forward() must return a tensor or a tuple of tensors, got {type(output)}")
+
+
+def make_inputs(module: types.ModuleType, seed: int, device: torch.device | str) -> list:
+    """The program's inputs under ``seed``, drawn directly on ``device``.
+
+    The judge and its sandboxed children call this with the same seed on the same GPU and get
+    the same values, so GPU-scale inputs (GBs) are made where they are used instead of crossing
+    processes through files; ``fingerprint`` checks that they agree.
+    """
+    random.seed(seed)
+    torch.manual_seed(seed)
+    with torch.device(device):
+        values = list(module.get_inputs())
+    return [x.to(device) if isinstance(x, torch.Tensor) else x for x in values]
+
+
+def fingerprint(values: list) -> list:
+    """A cheap summary of inputs (float64 sum, shape, dtype per tensor) to check reproduction.
+
+    JSON-safe and comparable with ``==`` (the sum is kept as text, so NaN equals NaN).
+    """
+    out: list = []
+    for x in values:
+        if isinstance(x, torch.Tensor):
+            total = x.sum(dtype=torch.float64).item() if x.numel() else 0.0
+            out.append([repr(total), list(x.shape), str(x.dtype)])
+        else:
+            out.append(repr(x))
+    return out
 
 
 def run_program(

@@ -32,7 +32,13 @@ from drtriton.judge.config import JudgeConfig
 from drtriton.judge.sandbox import JobResult, Sandbox
 from drtriton.judge.static import check_source
 from drtriton.judge.verdict import Verdict
-from drtriton.program import ProgramError, as_output_tuple, load_program
+from drtriton.program import (
+    ProgramError,
+    as_output_tuple,
+    fingerprint,
+    load_program,
+    make_inputs,
+)
 
 
 class InvalidReferenceError(ProgramError):
@@ -41,12 +47,14 @@ class InvalidReferenceError(ProgramError):
 
 @dataclass(frozen=True)
 class Reference:
-    """A reference run on fixed seeds: CPU copies of init args, inputs and outputs."""
+    """A reference run on fixed seeds: CPU copies of init args and outputs, and for each input
+    seed the inputs' fingerprint (children remake the inputs from the seeds)."""
 
     source: str
     model_seed: int
     init_inputs: list
-    inputs: list[list]
+    input_seeds: list[int]
+    fingerprints: list[list]
     outputs: list[tuple[torch.Tensor, ...]]
 
 
@@ -77,34 +85,33 @@ def precision(allow_tf32: bool) -> Iterator[None]:
 def run_reference(
     source: str, config: JudgeConfig, device: str, seeds: list[int], model_seed: int
 ) -> Reference:
-    """Build ``Model`` under ``model_seed`` and run it on inputs made under each of ``seeds``."""
+    """Build ``Model`` under ``model_seed`` and run it on inputs made under each of ``seeds``.
+
+    Inputs are drawn on ``device`` (``make_inputs``) and only their fingerprints are kept.
+    """
     module = load_program(source, "reference")
     try:
         torch.manual_seed(model_seed)
         init = list(module.get_init_inputs())
         torch.manual_seed(model_seed)
         model = module.Model(*init).to(device)
-        inputs, outputs = [], []
+        prints, outputs = [], []
         with torch.no_grad(), precision(config.allows_tf32):
             for seed in seeds:
-                torch.manual_seed(seed)
-                xs = [_cpu(x) for x in module.get_inputs()]
-                out = as_output_tuple(model(*[_to(x, device) for x in xs]))
-                inputs.append(xs)
+                xs = make_inputs(module, seed, device)
+                prints.append(fingerprint(xs))
+                out = as_output_tuple(model(*xs))
                 outputs.append(tuple(t.detach().to("cpu", copy=True) for t in out))
+                del xs, out
     except ProgramError:
         raise
     except Exception as exc:
         raise InvalidReferenceError(f"reference: {type(exc).__name__}: {exc}") from exc
-    return Reference(source, model_seed, [_cpu(x) for x in init], inputs, outputs)
+    return Reference(source, model_seed, [_cpu(x) for x in init], list(seeds), prints, outputs)
 
 
 def _cpu(x: object) -> object:
     return x.detach().to("cpu", copy=True) if isinstance(x, torch.Tensor) else x
-
-
-def _to(x: object, device: str) -> object:
-    return x.to(device) if isinstance(x, torch.Tensor) else x
 
 
 # ---- comparison --------------------------------------------------------------------------
@@ -185,11 +192,16 @@ def _compare_float(e: torch.Tensor, a: torch.Tensor, atol: float, rtol: float, d
 
 
 # ---- jobs ----------------------------------------------------------------------------------
-def _write_job(job_dir: Path, job: dict, inputs: list[list], init: list, files: dict) -> None:
+def _write_job(job_dir: Path, job: dict, ref: Reference, files: dict) -> None:
+    """The job directory: spec, init args, the reference (it makes the inputs) and sources.
+
+    No inputs: the child remakes them from ``job["input_seeds"]`` with the reference's
+    ``get_inputs`` on its GPU (GBs at GPU scale took tens of seconds to write and read back).
+    """
     job_dir.mkdir(parents=True)
     (job_dir / "job.json").write_text(json.dumps(job))
-    torch.save(inputs, job_dir / "inputs.pt")
-    torch.save(init, job_dir / "init.pt")
+    torch.save(ref.init_inputs, job_dir / "init.pt")
+    (job_dir / "reference.py").write_text(ref.source)
     for name, text in files.items():
         (job_dir / name).write_text(text)
 
@@ -199,6 +211,7 @@ def _job_spec(kind: str, config: JudgeConfig, slot: Slot, ref: Reference) -> dic
         "kind": kind,
         "device": slot.child_device,
         "model_seed": ref.model_seed,
+        "input_seeds": ref.input_seeds,
         "allow_tf32": config.allows_tf32,
         "check_tf32": not config.allows_tf32 and slot.child_device != "cpu",
         "hybrid_allow": list(config.hybrid_allow) if config.mode == "hybrid" else [],
@@ -235,7 +248,7 @@ def _read_report(job_dir: Path) -> dict | None:
 
 def _load_outputs(job_dir: Path) -> dict | None:
     try:
-        return torch.load(job_dir / "outputs.pt", weights_only=True, mmap=True)
+        return torch.load(job_dir / "outputs.pt", weights_only=True)  # not mapped: see docs
     except Exception:  # missing or forged file: the caller rejects
         return None
 
@@ -279,6 +292,12 @@ class PhaseClock:
             self.seconds[name] = round(self.seconds.get(name, 0.0) + spent, 3)
 
 
+_NOT_REPRODUCED = (
+    "the candidate process's inputs differ from the judge's (the reference's get_inputs() "
+    "is not reproducible from a seed, or the run-time report was tampered with)"
+)
+
+
 def judge_pair(
     reference_source: str, candidate_source: str, config: JudgeConfig, slot: Slot
 ) -> Verdict:
@@ -314,8 +333,8 @@ def _judge_in(
     cache = str(work / "triton-cache")
     job_dir = work / "trials"
     spec = _job_spec("candidate", config, slot, ref)
-    with clock("write_inputs"):
-        _write_job(job_dir, spec, ref.inputs, ref.init_inputs, {"candidate.py": candidate})
+    with clock("write_job"):
+        _write_job(job_dir, spec, ref, {"candidate.py": candidate})
     with clock("candidate"):
         result = slot.sandbox.run(str(job_dir), config.timeout_s, cache)
     tail = result.output[-4000:]
@@ -327,10 +346,12 @@ def _judge_in(
         return verdict("crashed", "the candidate process ended without a report", stdout_tail=tail)
     if report.get("status") != "ok":
         return verdict(report["status"], report.get("reason", ""), stdout_tail=tail)
-    problem = _strictness_problem(report, config, len(ref.inputs))
+    problem = _strictness_problem(report, config, len(ref.input_seeds))
     launches = sum(report.get("launches_per_trial") or [0])
     if problem:
         return verdict("rejected", problem, stdout_tail=tail, triton_launches=launches)
+    if report.get("input_fingerprints") != ref.fingerprints:
+        return verdict("rejected", _NOT_REPRODUCED, stdout_tail=tail)
     mutated = report.get("inputs_mutated")
     if not isinstance(mutated, list):
         return verdict(
@@ -342,7 +363,7 @@ def _judge_in(
         )
     with clock("compare"):
         data = _load_outputs(job_dir)
-    if not data or len(data.get("outputs", [])) != len(ref.inputs):
+    if not data or len(data.get("outputs", [])) != len(ref.input_seeds):
         return verdict("rejected", "outputs missing or unreadable", stdout_tail=tail)
     worst = Comparison(True, "", 0.0, 0.0)
     for k, (expected, actual) in enumerate(zip(ref.outputs, data["outputs"], strict=True)):
@@ -369,7 +390,7 @@ def _judge_in(
         max_rel_err=worst.max_rel_err,
         stdout_tail=tail,
         triton_launches=launches,
-        trials=len(ref.inputs),
+        trials=len(ref.input_seeds),
     )
     if slot.child_device == "cpu":
         return verdict("correct", "timing unavailable on CPU (Triton interpreter)", **common)
@@ -384,9 +405,9 @@ def _time_on_cuda(work, ref, candidate, config, slot, verdict, common, cache, cl
     with slot.rng_lock, clock("reference"):
         tref = run_reference(ref.source, config, slot.judge_device, seeds, ref.model_seed)
     cand_dir, ref_dir = work / "time-candidate", work / "time-reference"
-    spec = _job_spec("candidate_timing", config, slot, ref)
-    with clock("write_inputs"):
-        _write_job(cand_dir, spec, tref.inputs, ref.init_inputs, {"candidate.py": candidate})
+    spec = _job_spec("candidate_timing", config, slot, tref)
+    with clock("write_job"):
+        _write_job(cand_dir, spec, tref, {"candidate.py": candidate})
     with clock("candidate_timing"):
         result = slot.sandbox.run(str(cand_dir), config.timeout_s, cache)
     fault = _fault_verdict(result, config)
@@ -395,6 +416,8 @@ def _time_on_cuda(work, ref, candidate, config, slot, verdict, common, cache, cl
     report = _read_report(cand_dir) or {"status": "crashed", "reason": "no timing report"}
     if report.get("status") != "ok":
         return verdict(report["status"], "while timed: " + report.get("reason", ""), **common)
+    if report.get("input_fingerprints") != tref.fingerprints:
+        return verdict("rejected", "while timed: " + _NOT_REPRODUCED, **common)
     with clock("compare"):
         data = _load_outputs(cand_dir)
     if not data or len(data.get("outputs", [])) != len(tref.outputs):
@@ -411,9 +434,9 @@ def _time_on_cuda(work, ref, candidate, config, slot, verdict, common, cache, cl
             "rejected", "reported kernel times exceed the wall clock (timer forged)", **common
         )
     del data
-    spec = _job_spec("reference_timing", config, slot, ref)
-    with clock("write_inputs"):
-        _write_job(ref_dir, spec, tref.inputs, ref.init_inputs, {"reference.py": ref.source})
+    spec = _job_spec("reference_timing", config, slot, tref)
+    with clock("write_job"):
+        _write_job(ref_dir, spec, tref, {})
     with clock("baselines"):
         ref_cache = str(work / "ref-cache")
         rresult = slot.sandbox.run(str(ref_dir), max(config.timeout_s, 600.0), ref_cache)

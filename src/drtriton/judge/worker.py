@@ -1,7 +1,9 @@
 """What runs inside one sandboxed child process: a candidate's trials, or a timing job.
 
-The judge writes a job directory (``job.json``, ``inputs.pt``, ``init.pt`` and the program source);
-the fork server (``server.py``) forks a child that calls ``run_job`` there. The child writes
+The judge writes a job directory (``job.json`` with the input seeds, ``init.pt``, the reference and
+the program source); the child remakes the inputs from the seeds with the reference's
+``get_inputs`` on its device (the reference is loaded before the candidate) and the judge checks
+their fingerprints. The fork server (``server.py``) forks a child that calls ``run_job`` there. The child writes
 ``report.json`` and, for candidates, ``outputs.pt``; the judge reads them after the child exited.
 The reference's outputs never enter a candidate process: comparison happens in the judge.
 
@@ -23,6 +25,7 @@ from collections.abc import Callable
 import torch
 
 from drtriton.judge.monitor import Monitor
+from drtriton.program import fingerprint, make_inputs
 
 _Tensor = torch.Tensor
 _type = type
@@ -106,9 +109,16 @@ def _load_source(path: str, name: str) -> types.ModuleType:
     return module
 
 
-def _to_device(values: list, device: torch.device) -> list:
-    # Fresh copies: the candidate never touches the tensors the judge loaded.
-    return [v.to(device).clone() if _isinstance(v, _Tensor) else v for v in values]
+def _clones(values: list) -> list:
+    # Fresh copies: the candidate never touches the pristine inputs kept for the mutation check.
+    return [v.clone() if _isinstance(v, _Tensor) else v for v in values]
+
+
+def _input_maker(job: dict, device: torch.device) -> Callable[[int], list]:
+    """Inputs from the trusted reference's ``get_inputs`` under a seed, on this GPU (the judge
+    made the same ones; the report's fingerprints let it check). Loaded before the candidate."""
+    reference = _load_source("reference.py", "reference_inputs")
+    return lambda seed: make_inputs(reference, seed, device)
 
 
 def _build(module: types.ModuleType, cls_name: str, job: dict, device: torch.device):
@@ -190,7 +200,7 @@ def _same_layout(a: list, b: list) -> bool:
 
 
 def _unchanged(before: list, after: list) -> bool:
-    """Inputs after forward equal the ones loaded before it (NaN where NaN was)."""
+    """Inputs after forward equal the pristine ones (NaN where NaN was), compared on the device."""
     for b, a in zip(before, after, strict=True):
         if _isinstance(b, _Tensor):
             if _type(a) is not _Tensor or a.shape != b.shape or a.dtype != b.dtype:
@@ -209,17 +219,20 @@ def _run_candidate(job: dict, job_dir: str, report: dict) -> None:
     device = _setup(job)
     monitor = Monitor(tuple(job["hybrid_allow"]), check_tf32=job["check_tf32"])
     monitor.install()  # before the candidate exists
-    trials = _torch_load("inputs.pt", weights_only=True, mmap=True)  # pages read as used
+    make = _input_maker(job, device)
     module = _load_source("candidate.py", "candidate")
     model = _build(module, "ModelNew", job, device)
     threads_before = set(threading.enumerate())
-    outputs, mutated, per_trial = [], [], []
+    outputs, mutated, per_trial, prints = [], [], [], []
     first: list = []
-    for k, trial in enumerate(trials):
-        xs = _to_device(trial, device)
+    seeds = job["input_seeds"]
+    for k, seed in enumerate(seeds):
+        trial = make(seed)  # pristine: the candidate gets clones
+        prints.append(fingerprint(trial))
+        xs = _clones(trial)
         if k == 0:
             first = xs
-        elif k == len(trials) - 1 and _same_layout(first, xs):
+        elif k == len(seeds) - 1 and _same_layout(first, xs):
             # The last trial reuses trial 0's tensors (same objects, same pointers) refilled
             # with new values: an answer cached by pointer or identity is now stale.
             for old, new in zip(first, xs, strict=True):
@@ -238,11 +251,17 @@ def _run_candidate(job: dict, job_dir: str, report: dict) -> None:
         # Checked here rather than shipped to the judge: a copy of every input per trial was
         # the bulk of what crossed the process boundary, and a forged copy would pass as well
         # as a forged answer (in-process checks are defence in depth; see monitor.py).
-        if not _unchanged(trial, _host_copy(xs)):
+        if not _unchanged(trial, xs):
             mutated.append(k)
+        del trial
         if _new_threads(threads_before):
             raise _Failure("rejected", "forward left background threads running")
-    report.update(monitor.report(), launches_per_trial=per_trial, inputs_mutated=mutated)
+    report.update(
+        monitor.report(),
+        launches_per_trial=per_trial,
+        inputs_mutated=mutated,
+        input_fingerprints=prints,
+    )
     _torch_save({"outputs": outputs}, "outputs.pt")
 
 
@@ -292,16 +311,18 @@ def _time_calls(
     }
 
 
-def _timing_inputs(device: torch.device) -> list[list]:
-    sets = _torch_load("inputs.pt", weights_only=True, mmap=True)
-    return [_to_device(s, device) for s in sets]
+def _timing_inputs(job: dict, device: torch.device, report: dict) -> list[list]:
+    make = _input_maker(job, device)
+    sets = [make(seed) for seed in job["input_seeds"]]
+    report["input_fingerprints"] = [fingerprint(s) for s in sets]
+    return sets
 
 
 def _run_candidate_timing(job: dict, job_dir: str, report: dict) -> None:
     device = _setup(job)
     monitor = Monitor(tuple(job["hybrid_allow"]), check_tf32=False)
     monitor.install()
-    input_sets = _timing_inputs(device)
+    input_sets = _timing_inputs(job, device, report)
     module = _load_source("candidate.py", "candidate")
     model = _build(module, "ModelNew", job, device)
     threads_before = set(threading.enumerate())
@@ -320,7 +341,7 @@ def _run_candidate_timing(job: dict, job_dir: str, report: dict) -> None:
 
 def _run_reference_timing(job: dict, job_dir: str, report: dict) -> None:
     device = _setup(job)
-    input_sets = _timing_inputs(device)
+    input_sets = _timing_inputs(job, device, report)
     module = _load_source("reference.py", "reference")
     model = _build(module, "Model", job, device)
     report["eager"] = _time_calls(lambda xs: model(*xs), input_sets, job, device)
