@@ -37,7 +37,17 @@ bench_file() {  # bench_file PROGRAMS NAME ARGS...
     --device cuda --out "benchmarks/results/gpu/$name.json" "$@" > "$res/$name.log" 2>&1
   cp benchmarks/results/gpu/"$name".* "$res"/
 }
+preflight() {  # a few judge cases on GPU 0 (~30 s): a broken judge must not spend the call
+  CUDA_VISIBLE_DEVICES=0 timeout 120 python3 benchmarks/gpu_judge_check.py --out "$res/preflight" \
+      --skip-timing --only legit_add_relu,patch_input_rng,mutate_inputs > "$res/preflight.log" 2>&1
+  python3 -c "import json,sys; s=json.load(open('$res/preflight/summary.json'))['suite']; sys.exit(s['as_expected'] != s['cases'])"
+}
+if [ "${PREFLIGHT:-1}" = 1 ] && [ "$phase" != judge ] && ! preflight; then
+  echo "preflight failed: the judge does not pass its own cases on this GPU; phase $phase skipped"
+  phase=none
+fi
 case $phase in
+  none) ;;
   judge)
     (CUDA_VISIBLE_DEVICES=0 timeout "$budget" python3 benchmarks/gpu_judge_check.py --out "$res/judge" > "$res/judge.log" 2>&1) &
     (CUDA_VISIBLE_DEVICES=1 timeout 330 python3 benchmarks/gpu_rl_smoke.py --programs benchmarks/programs/rl_smoke_gpu.jsonl \
