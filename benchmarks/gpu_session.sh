@@ -6,8 +6,9 @@
 #   bash benchmarks/gpu_session.sh final   # judge check + throughput (GPU 0) | strict compiler benchmark (GPU 1)
 #   bash benchmarks/gpu_session.sh compiler # compiler benchmark L1/2/5: strict (GPU 0) | hybrid (GPU 1)
 #   bash benchmarks/gpu_session.sh strict    # strict compiler benchmark on one GPU (LEVELS, NUM)
-#   bash benchmarks/gpu_session.sh strict_rl # strict compiler benchmark (GPU 0) | RL steps (GPU 1)
+#   bash benchmarks/gpu_session.sh strict_rl # strict compiler benchmark (GPU 0) | RL steps, 7B costs (GPU 1)
 #   bash benchmarks/gpu_session.sh train     # RL steps, judge on both GPUs; then 7B-shape step costs
+#   bash benchmarks/gpu_session.sh search_train # search L5/L20 (GPU 0) | RL steps + 7B step costs (GPU 1)
 #   bash benchmarks/gpu_session.sh profile # compiler diagnostics (GPU 0) | judge throughput (GPU 1)
 #   bash benchmarks/gpu_session.sh hybrid  # compiler benchmark, hybrid mode
 #   bash benchmarks/gpu_session.sh search  # fragment search (with its whole-program contestant), L5/L20
@@ -61,17 +62,28 @@ case $phase in
     wait ;;
   strict)  # one GPU: the strict compiler benchmark, resuming (LEVELS, NUM)
     bench strict --levels "${LEVELS:-1,2,5}" --num "${NUM:-4}" --mode strict --timeout-s 100 ;;
-  strict_rl)  # GPU 0: the strict compiler benchmark (resumes); GPU 1: a few RL steps
-    (CUDA_VISIBLE_DEVICES=0 bench strict --levels 1,2,5 --num "${NUM:-4}" --mode strict --timeout-s 100) &
-    (CUDA_VISIBLE_DEVICES=1 timeout $((budget + 20)) python3 benchmarks/gpu_rl_smoke.py \
-        --programs benchmarks/programs/rl_smoke_gpu.jsonl --out "$res/rl" --steps 6 \
-        --budget-s $((budget - 30)) > "$res/rl.log" 2>&1) &
+  strict_rl)  # GPU 0: the strict compiler benchmark (resumes, LEVELS); GPU 1: a few RL steps, then
+    # the per-step costs of a 7B-shaped model
+    (CUDA_VISIBLE_DEVICES=0 bench strict --levels "${LEVELS:-2,1,5}" --num "${NUM:-8}" --mode strict --timeout-s 150) &
+    (CUDA_VISIBLE_DEVICES=1 timeout $((budget - 160)) python3 benchmarks/gpu_rl_smoke.py \
+        --programs benchmarks/programs/rl_smoke_gpu.jsonl --out "$res/rl" --steps "${STEPS:-8}" \
+        --budget-s $((budget - 210)) > "$res/rl.log" 2>&1
+     CUDA_VISIBLE_DEVICES=1 timeout 150 python3 benchmarks/gpu_7b_cost.py --out "$res/cost7b" > "$res/cost7b.log" 2>&1) &
     wait ;;
   train)  # RL steps with the policy on GPU 0 and a judge sandbox on every GPU; then the per-step
     # costs of a 7B-shaped model on GPU 0
     timeout $((budget - 140)) python3 benchmarks/gpu_rl_smoke.py --programs benchmarks/programs/rl_smoke_gpu.jsonl \
         --out "$res/rl" --steps "${STEPS:-8}" --judge-workers 0 --budget-s $((budget - 190)) > "$res/rl.log" 2>&1
     CUDA_VISIBLE_DEVICES=0 timeout 130 python3 benchmarks/gpu_7b_cost.py --out "$res/cost7b" > "$res/cost7b.log" 2>&1 ;;
+  search_train)  # GPU 0: fragment search on L5 and L20 (first program each); GPU 1: RL steps,
+    # then the per-step costs of a 7B-shaped model
+    (CUDA_VISIBLE_DEVICES=0 bench search_a --levels 5,20 --num 1 --mode strict --search \
+        --max-fragment-ops "${MAX_OPS:-3}" --search-wall-s "${SEARCH_S:-150}" --timeout-s 150) &
+    (CUDA_VISIBLE_DEVICES=1 timeout $((budget - 140)) python3 benchmarks/gpu_rl_smoke.py \
+        --programs benchmarks/programs/rl_smoke_gpu.jsonl --out "$res/rl" --steps "${STEPS:-8}" \
+        --budget-s $((budget - 190)) > "$res/rl.log" 2>&1
+     CUDA_VISIBLE_DEVICES=1 timeout 130 python3 benchmarks/gpu_7b_cost.py --out "$res/cost7b" > "$res/cost7b.log" 2>&1) &
+    wait ;;
   bench)  # GPU 0: the judge's failing cases with full reasons, then strict; GPU 1: hybrid
     (CUDA_VISIBLE_DEVICES=0 timeout 120 python3 benchmarks/gpu_judge_check.py --out "$res/judge_only" --skip-timing \
         --only "${ONLY:-}" > "$res/judge_only.log" 2>&1
