@@ -27,6 +27,7 @@ else
 fi
 export PYTHONUNBUFFERED=1
 nvidia-smi --query-gpu=index,name,driver_version,clocks.sm,memory.used --format=csv > "$res/gpu_$phase.txt" 2>&1
+df -h /dev/shm /tmp >> "$res/gpu_$phase.txt" 2>&1
 bench() {  # bench NAME ARGS...: drtriton bench on the held-out sample; resumes from
   # benchmarks/results/gpu/NAME.json.rows.jsonl when an earlier call left rows there
   bench_file benchmarks/programs/synthetic_gpu_heldout.jsonl "$@"
