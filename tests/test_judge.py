@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import os
 from pathlib import Path
 
 import pytest
@@ -146,3 +147,23 @@ def test_compare_on_the_gpu_matches_the_host():
     device = compare_outputs((e,), [a], JudgeConfig(), "cuda")
     assert not host.ok and not device.ok and host.reason == device.reason
     assert math.isclose(host.max_abs_err, device.max_abs_err, rel_tol=1e-12)
+
+
+def test_compile_baseline_compiles_inside_the_sandbox_environment():
+    # Regression: the sandbox's TORCHDYNAMO_DISABLE=1 (meant for candidates) also turned the
+    # reference's torch.compile baseline into eager PyTorch; torch reads the variable at every
+    # torch.compile call, so config.disable = False was not enough.
+    import subprocess
+    import sys
+
+    code = (
+        "import torch\n"
+        "from drtriton.judge.worker import compile_baseline\n"
+        "m = compile_baseline(torch.nn.GELU(), [torch.randn(8)], backend='eager')\n"
+        "print(torch.allclose(m(torch.ones(3)), torch.nn.GELU()(torch.ones(3))))\n"
+    )
+    env = dict(os.environ, TORCHDYNAMO_DISABLE="1")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env,
+                         timeout=300)
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert out.stdout.strip().endswith("True")

@@ -347,10 +347,29 @@ def _run_reference_timing(job: dict, job_dir: str, report: dict) -> None:
     report["eager"] = _time_calls(lambda xs: model(*xs), input_sets, job, device)
     if job.get("time_compile"):
         try:
-            import torch._dynamo
-
-            torch._dynamo.config.disable = False  # the sandbox disables it for candidates
-            compiled = torch.compile(model)
+            compiled = compile_baseline(model, input_sets[0])
             report["compile"] = _time_calls(lambda xs: compiled(*xs), input_sets, job, device)
         except Exception as exc:  # a baseline that cannot compile is recorded, not fatal
             report["compile_error"] = f"{_type(exc).__name__}: {exc}"[:500]
+
+
+def compile_baseline(model: torch.nn.Module, inputs: list, backend: str = "inductor"):
+    """``torch.compile(model)`` in a sandbox child, checked to have captured a graph.
+
+    The sandbox sets TORCHDYNAMO_DISABLE=1 so that torch.compile in a candidate runs eagerly;
+    torch reads that variable at every ``torch.compile`` call (``config.disable = False`` does not
+    override it), so it is removed here, in a reference-only job. Until this was found, the
+    "torch.compile" baseline silently timed eager PyTorch.
+    """
+    import torch._dynamo
+    from torch._dynamo.utils import counters
+
+    os.environ.pop("TORCHDYNAMO_DISABLE", None)
+    torch._dynamo.config.disable = False
+    before = counters["stats"]["unique_graphs"]
+    compiled = torch.compile(model, backend=backend)
+    with torch.no_grad():
+        compiled(*inputs)
+    if counters["stats"]["unique_graphs"] <= before:
+        raise RuntimeError("torch.compile captured no graph: the baseline would be eager")
+    return compiled
