@@ -49,8 +49,17 @@ def _gpu_rows(names: tuple[str, ...]) -> list[dict]:
     for name in names:
         path = RESULTS / "gpu" / f"{name}.json.rows.jsonl"
         if path.exists():
-            rows += [json.loads(line) | {"mode": name} for line in path.read_text().splitlines() if line]
+            rows += [_checked(json.loads(line)) | {"mode": name}
+                     for line in path.read_text().splitlines() if line]
     return rows
+
+
+def _checked(row: dict) -> dict:
+    """Rows judged before the torch.compile baseline was fixed (be9caa6) timed eager PyTorch
+    under that name: their compile columns are dropped, not shown."""
+    if row.get("env", {}).get("compile_baseline") == "checked":
+        return row
+    return row | {"compile_ms": None, "speedup_compile": None, "compile_was_eager": True}
 
 
 def _reason(row: dict, notes: dict[str, str]) -> str:
@@ -105,7 +114,11 @@ def gpu_compiler_block() -> str | None:
         markdown_table(summary, list(summary[0]))
         + "\n\n"
         + markdown_table(per_problem, list(per_problem[0]))
-        + f"\n\n_{env_text}; judge preset hardened (fp32, TF32 off for the baselines too); the "
+        + f"\n\n_{env_text}; judge preset hardened (fp32, TF32 off for the baselines too); "
+        + (f"{sum(r.get('compile_was_eager', False) for r in rows)} rows were judged before the "
+           "torch.compile baseline was fixed (it ran eagerly, commit be9caa6): their compile "
+           "columns are blank; " if any(r.get("compile_was_eager") for r in rows) else "")
+        + "the "
         "first rows of the held-out GPU sample (`benchmarks/programs/synthetic_gpu_heldout.jsonl`) "
         "per level, as many as the session's device time allowed; generated from "
         "`benchmarks/results/gpu/*.rows.jsonl` and the recorded analyses in `notes.json`._"

@@ -38,13 +38,30 @@ def _git(root: Path, *args: str) -> str:
 
 
 def _git_commit(root: Path) -> str | None:
-    """HEAD's short hash, marked -dirty when tracked files differ from it."""
+    """HEAD's short hash, marked -dirty when tracked files differ from it.
+
+    ``DRTRITON_COMMIT`` overrides it: a copy of the tree on another machine (the lent GPU) can
+    carry a stale ``.git``, which stamped rows with a commit that did not run.
+    """
+    if os.environ.get("DRTRITON_COMMIT"):
+        return os.environ["DRTRITON_COMMIT"]
     try:
         commit = _git(root, "rev-parse", "--short", "HEAD")
         dirty = _git(root, "status", "--porcelain", "-uno")
     except OSError:
         return None
     return (commit + "-dirty" if dirty else commit) or None
+
+
+def source_digest() -> str:
+    """First 12 hex digits of a SHA-256 over the package's source files: what actually ran."""
+    import hashlib
+
+    package = Path(__file__).resolve().parent
+    digest = hashlib.sha256()
+    for path in sorted(package.rglob("*.py")):
+        digest.update(str(path.relative_to(package)).encode() + b"\0" + path.read_bytes())
+    return digest.hexdigest()[:12]
 
 
 def machine_record(root: Path | None = None) -> dict:
@@ -60,6 +77,7 @@ def machine_record(root: Path | None = None) -> dict:
         "torch": torch.__version__,
         "gpu": torch.cuda.get_device_name(0) if torch.cuda.is_available() else None,
         "git_commit": _git_commit(root or Path(__file__).resolve().parents[2]),
+        "source_sha": source_digest(),
     }
     for name in ("triton", "ortools"):
         try:
@@ -459,7 +477,10 @@ def _row_stamp(judge_config) -> dict:
             "torch": env["torch"],
             "triton": env["triton"],
             "commit": env["git_commit"],
+            "source_sha": env["source_sha"],
             "date": env["date"][:10],
+            # the torch.compile baseline is checked to have compiled (before be9caa6 it ran eagerly)
+            "compile_baseline": "checked" if judge_config.time_compile else "off",
             "preset": judge_config.preset,
             "precision": judge_config.precision,
         }
