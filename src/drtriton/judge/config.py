@@ -85,6 +85,7 @@ class JudgeConfig:
     # Timing (CUDA only).
     warmup: int = 10
     repetitions: int = 100
+    timing_budget_s: float = 30.0  # device time per timed program; fewer calls when slower
     l2_flush_mb: int = 256
     input_sets: int = 3  # inputs rotate over this many sets while timing
     time_compile: bool = True

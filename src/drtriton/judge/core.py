@@ -217,6 +217,7 @@ def _job_spec(kind: str, config: JudgeConfig, slot: Slot, ref: Reference) -> dic
         "hybrid_allow": list(config.hybrid_allow) if config.mode == "hybrid" else [],
         "warmup": config.warmup,
         "repetitions": config.repetitions,
+        "timing_budget_s": config.timing_budget_s,
         "l2_flush_mb": config.l2_flush_mb,
         "time_compile": config.time_compile,
         "cpu_threads": 1,
@@ -468,6 +469,7 @@ def _time_on_cuda(work, ref, candidate, config, slot, verdict, common, cache, cl
         speedup_eager=speedup_eager,
         speedup_compile=speedup_compile,
         suspicious=suspicious,
+        timed_calls=timing.get("repetitions", config.repetitions),
         **common,
     )
 

@@ -35,6 +35,7 @@ class Verdict:
     speedup_compile: float | None = None
     suspicious: bool = False
     triton_launches: int = 0
+    timed_calls: int = 0  # the candidate's timed repetitions (fewer for slow programs)
     trials: int = 0
     wall_s: float = 0.0
     phase_s: dict[str, float] = field(default_factory=dict)  # where wall_s went, per phase

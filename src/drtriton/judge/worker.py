@@ -266,6 +266,17 @@ def _run_candidate(job: dict, job_dir: str, report: dict) -> None:
 
 
 # ---- timing (CUDA) ---------------------------------------------------------------------
+def timing_plan(first_ms: float, warmup: int, repetitions: int, budget_s: float) -> tuple[int, int]:
+    """(warm-up calls, timed calls) for a call that took ``first_ms`` once warm.
+
+    Up to ``warmup`` and ``repetitions`` calls, but no more than fit in about ``budget_s`` of
+    device time, and never fewer than 2 warm-up and 10 timed calls: a baseline of seconds per
+    call (an eager LayerNorm over one 983M-element row) would otherwise take minutes.
+    """
+    fit = int(budget_s * 1e3 / max(first_ms, 1e-3))
+    return max(2, min(warmup, fit // 10)), max(10, min(repetitions, fit))
+
+
 def _time_calls(
     fn: Callable[[list], object], input_sets: list[list], job: dict, device: torch.device
 ) -> dict:
@@ -273,16 +284,25 @@ def _time_calls(
 
     Each call also gets a host wall time around a device-wide synchronize, which sees work on
     any stream; when it is far above the event time, work escaped the timed stream and the wall
-    time is what counts.
+    time is what counts. The number of calls follows ``timing_plan``.
     """
     flush = torch.empty(job["l2_flush_mb"] * 2**20 // 4, dtype=torch.int32, device=device)
     n = len(input_sets)
     with torch.no_grad():
-        for i in range(job["warmup"]):
+        fn(input_sets[0])  # compiles, autotunes
+        torch.cuda.synchronize()
+        t0 = _perf_counter()
+        fn(input_sets[1 % n])
+        torch.cuda.synchronize()
+        first_ms = (_perf_counter() - t0) * 1e3
+        warmup, repetitions = timing_plan(
+            first_ms, job["warmup"], job["repetitions"], job.get("timing_budget_s", 30.0)
+        )
+        for i in range(warmup):
             fn(input_sets[i % n])
         torch.cuda.synchronize()
         events, walls = [], []
-        for i in range(job["repetitions"]):
+        for i in range(repetitions):
             flush.zero_()
             torch.cuda.synchronize()
             start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
@@ -308,6 +328,7 @@ def _time_calls(
         "wall_median_ms": wall_median,
         "escaped_stream": escaped,
         "total_event_ms": sum(times),
+        "repetitions": repetitions,
     }
 
 
