@@ -105,11 +105,11 @@ def gpu_compiler_block() -> str | None:
          "vs_compile": _fmt(r["speedup_compile"]), "note": _reason(r, notes)}
         for r in rows
     ]
-    envs = sorted({json.dumps(r["env"], sort_keys=True) for r in rows if "env" in r})
-    env_text = "; ".join(
-        f"{e['device']}, torch {e['torch']}, triton {e['triton']}, {e['date']}"
-        for e in map(json.loads, envs)
-    ) or "NVIDIA H200, torch 2.11.0+cu130, triton 3.6.0 (the device image), 2026-11-30"
+    envs = sorted({f"{e['device']}, torch {e['torch']}, triton {e['triton']}, {e['date']}"
+                   for e in (r["env"] for r in rows if "env" in r)})
+    commits = sorted({r["env"]["commit"] for r in rows if "env" in r})
+    env_text = ("; ".join(envs) or "NVIDIA H200, torch 2.11.0+cu130, triton 3.6.0") + (
+        f" (commits {', '.join(commits)})" if commits else "")
     return (
         markdown_table(summary, list(summary[0]))
         + "\n\n"
