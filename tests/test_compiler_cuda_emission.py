@@ -100,7 +100,6 @@ def test_gpu_row_reductions_with_few_long_rows_split(body, shape, monkeypatch):
     # over a whole 983M-element tensor ran in one program): rows are reduced in chunks, padded
     # with the identity to whole chunks, then the chunk results are reduced.
     from compiler_cases.harness import program
-
     from drtriton.compiler import lower
 
     monkeypatch.setattr(lower, "ROW_SPLIT_MIN_LEN", 1024)

@@ -87,13 +87,27 @@ def test_trust_region_penalty_is_squared_hinge_gradient():
     mask = torch.tensor([[1.0, 1.0, 0.0], [1.0, 0.0, 0.0]])
     beta, delta = 1e3, 1e-4
     penalty, kl = trust_region_penalty(new, old, mask, beta, delta)
-    assert kl.item() == pytest.approx((0.1 + 0.1 + 0.3) / 3)
+    # k3 per token: exp(d) - 1 - d with d = new - old = -0.1, -0.1, -0.3 (hand-computed)
+    k3 = [math.exp(-0.1) - 1 + 0.1, math.exp(-0.1) - 1 + 0.1, math.exp(-0.3) - 1 + 0.3]
+    assert kl.item() == pytest.approx(sum(k3) / 3)
     (g,) = torch.autograd.grad(penalty, new)
-    kl_t = ((old - new) * mask).sum() / mask.sum()
+    d = new - old
+    kl_t = ((torch.exp(d) - 1 - d) * mask).sum() / mask.sum()
     (ref,) = torch.autograd.grad(0.5 * beta * torch.clamp(kl_t - delta, min=0) ** 2, new)
     assert torch.allclose(g, ref)
     inside, _ = trust_region_penalty(old.clone().requires_grad_(), old, mask, beta, delta)
     assert inside.item() == 0.0
+
+
+def test_token_kl_is_never_negative_where_the_plain_estimate_is():
+    from drtriton.train.drpo import token_kl
+
+    old = torch.tensor([-1.0, -2.0, -0.5])
+    new = torch.tensor([-0.8, -1.9, -0.6])  # two tokens became likelier: plain -d sums to -0.2
+    assert float((old - new).sum()) < 0
+    per_token = token_kl(new, old)
+    assert bool((per_token >= 0).all()) and float(per_token.sum()) > 0
+    assert float(token_kl(old, old).abs().sum()) == 0.0
 
 
 def test_grpo_advantages_and_loss():

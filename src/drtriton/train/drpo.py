@@ -99,6 +99,15 @@ def kl_coefficient(kl: float, beta: float, delta: float) -> float:
     return beta * max(0.0, kl - delta)
 
 
+def token_kl(token_logps: torch.Tensor, old_token_logps: torch.Tensor) -> torch.Tensor:
+    """Per-token estimate of KL(pi_old || pi) from answers sampled by pi_old: with
+    d = log pi - log pi_old, exp(d) - 1 - d ("k3"). Unbiased like the plain -d, but never negative
+    and with zero gradient at pi = pi_old: the plain estimate went negative on the H200 run
+    (mean -0.002 to -0.004 per step), which hides real drift from a hinge at delta."""
+    d = token_logps - old_token_logps.detach()
+    return torch.expm1(d) - d
+
+
 def trust_region_penalty(
     token_logps: torch.Tensor,
     old_token_logps: torch.Tensor,
@@ -106,12 +115,12 @@ def trust_region_penalty(
     beta: float = 1e3,
     delta: float = 1e-4,
 ) -> tuple[torch.Tensor, torch.Tensor]:
-    """(penalty, kl): KL(pi_old || pi) as the token mean of (log pi_old - log pi) over the batch;
-    the penalty is beta * [kl - delta]_+ (a constant) * kl, whose gradient is that of
+    """(penalty, kl): KL(pi_old || pi) as the token mean of ``token_kl`` over the batch; the
+    penalty is beta * [kl - delta]_+ (a constant) * kl, whose gradient is that of
     (beta / 2) [kl - delta]_+^2.
     """
     mask = mask.to(token_logps.dtype)
-    kl = ((old_token_logps.detach() - token_logps) * mask).sum() / mask.sum().clamp(min=1.0)
+    kl = (token_kl(token_logps, old_token_logps) * mask).sum() / mask.sum().clamp(min=1.0)
     return kl_coefficient(float(kl.detach()), beta, delta) * kl, kl.detach()
 
 

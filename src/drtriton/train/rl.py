@@ -51,6 +51,7 @@ from drtriton.train.drpo import (
     kl_coefficient,
     sequence_scores,
     speed_reward,
+    token_kl,
 )
 from drtriton.train.pairs import read_programs
 
@@ -394,7 +395,7 @@ class RLRun:
         now = self._logps_no_grad(batch, rows)
         old_rows = [old[i] for i in rows]
         tokens = sum(t.numel() for t in now)
-        kl_value = sum(float((o - n).sum()) for o, n in zip(old_rows, now, strict=True)) / max(1, tokens)
+        kl_value = sum(float(token_kl(n, o).sum()) for o, n in zip(old_rows, now, strict=True)) / max(1, tokens)
         coef = kl_coefficient(kl_value, c.beta, c.delta)
         index = torch.tensor(rows)
         if c.objective == "drpo":
@@ -420,7 +421,7 @@ class RLRun:
             old_sub = _pad_rows([old_rows[j] for j in local], mask.shape[1]).to(self.device)
             with self._autocast():
                 logps = token_logps(self.model, sub, self.device)
-            kl_sum = ((old_sub - logps) * mask).sum() / max(1, tokens)
+            kl_sum = (token_kl(logps, old_sub) * mask).sum() / max(1, tokens)
             surrogate = coef * kl_sum  # gradient of the squared hinge, (beta/2)[KL - delta]_+^2
             if c.objective == "drpo":
                 g = score_grad[local].to(self.device)
