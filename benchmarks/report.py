@@ -49,8 +49,12 @@ def _gpu_rows(names: tuple[str, ...]) -> list[dict]:
     for name in names:
         path = RESULTS / "gpu" / f"{name}.json.rows.jsonl"
         if path.exists():
-            rows += [_checked(json.loads(line)) | {"mode": name}
-                     for line in path.read_text().splitlines() if line]
+            latest = {}  # a problem judged again (a resumed run re-judges stale rows): the last row
+            for line in path.read_text().splitlines():
+                if line:
+                    row = json.loads(line)
+                    latest[row["id"]] = _checked(row) | {"mode": name}
+            rows += latest.values()
     return rows
 
 

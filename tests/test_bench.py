@@ -102,6 +102,17 @@ def test_bench_cli_end_to_end_and_resume(tmp_path):
     assert again.exit_code == 0
     assert len(rows_file.read_text().splitlines()) == 2
     assert (tmp_path / "report.csv").exists()
+    # a row judged under other judge settings (here: before the compile baseline was checked)
+    # is judged again, and the report keeps the new row only
+    stale, fresh = map(json.loads, rows_file.read_text().splitlines())
+    del stale["env"]["compile_baseline"]
+    rows_file.write_text(json.dumps(stale) + "\n" + json.dumps(fresh) + "\n")
+    third = runner.invoke(app, args)
+    assert third.exit_code == 0, third.output
+    lines = [json.loads(line) for line in rows_file.read_text().splitlines()]
+    assert [r["id"] for r in lines] == [stale["id"], fresh["id"], stale["id"]]
+    assert lines[-1]["env"]["compile_baseline"] == "checked"
+    assert json.loads(out.read_text())["summary"]["all"]["problems"] == 2
 
 
 def test_bench_cli_rejects_bad_input(tmp_path):

@@ -426,9 +426,6 @@ def run_bench(config: BenchConfig, out: Path, on_row=None) -> dict:
     else:
         raise ValueError(f"unknown suite {config.suite!r}; use synthetic or kernelbench")
     rows_path = out.with_name(out.name + ".rows.jsonl")
-    done = {}
-    if rows_path.exists():  # resume: problems already judged are kept
-        done = {r["id"]: r for r in map(json.loads, rows_path.read_text().splitlines()) if r}
     device = JudgeConfig(device=config.device).resolved_device()
     judge_config = JudgeConfig(
         preset=config.preset,
@@ -437,6 +434,11 @@ def run_bench(config: BenchConfig, out: Path, on_row=None) -> dict:
         timeout_s=config.timeout_s,
         memory_limit_gb=config.memory_limit(device),
     )
+    done = {}
+    if rows_path.exists():  # resume: problems already judged under these judge settings are kept
+        stamp = _row_stamp(judge_config)["env"]
+        rows = (json.loads(line) for line in rows_path.read_text().splitlines() if line)
+        done = {r["id"]: r for r in rows if _resumable(r, stamp)}
     todo = [p for p in problems if p.id not in done]
     with contextlib.ExitStack() as stack:
         pool = stack.enter_context(JudgePool(judge_config)) if todo else None
@@ -466,6 +468,17 @@ def run_bench(config: BenchConfig, out: Path, on_row=None) -> dict:
     rows = [done[p.id] for p in problems]
     environment = environment_record(judge_config, judge_config.resolved_device())
     return write_report(config, rows, out, environment)
+
+
+RESUME_KEYS = ("preset", "precision", "compile_baseline")
+
+
+def _resumable(row: dict, stamp: dict) -> bool:
+    """A stored row counts on resume only if it was judged under the same judge settings; a row
+    from before the torch.compile baseline was fixed (no ``compile_baseline``) is judged again,
+    and the new row, appended later in the file, replaces it."""
+    env = row.get("env") or {}
+    return all(env.get(key) == stamp.get(key) for key in RESUME_KEYS)
 
 
 def _row_stamp(judge_config) -> dict:
