@@ -13,7 +13,9 @@
 #   bash benchmarks/gpu_session.sh hybrid  # compiler benchmark, hybrid mode
 #   bash benchmarks/gpu_session.sh search  # fragment search (with its whole-program contestant), L5/L20
 # Needs: torch, triton, transformers (there), OR-Tools wheels in .whl/ (carried) for the synthesis
-# filters that the benchmark re-runs on the GPU.
+# filters that the benchmark re-runs on the GPU. Pass DRTRITON_COMMIT=<your HEAD's short hash>
+# literally in the command: the device's copy of .git can be stale, and rows are stamped with it
+# (every row also carries source_sha, a digest of the source that actually ran).
 set -u
 phase=${1:?phase: judge | bench | search}
 budget=${BUDGET_S:-520}
@@ -26,6 +28,7 @@ else
   export PYTHONPATH=src
 fi
 export PYTHONUNBUFFERED=1
+[ -n "${DRTRITON_COMMIT:-}" ] || echo "warning: DRTRITON_COMMIT not set; rows get the (possibly stale) git HEAD"
 nvidia-smi --query-gpu=index,name,driver_version,clocks.sm,memory.used --format=csv > "$res/gpu_$phase.txt" 2>&1
 df -h /dev/shm /tmp >> "$res/gpu_$phase.txt" 2>&1
 bench() {  # bench NAME ARGS...: drtriton bench on the held-out sample; resumes from
