@@ -434,11 +434,11 @@ def run_bench(config: BenchConfig, out: Path, on_row=None) -> dict:
         timeout_s=config.timeout_s,
         memory_limit_gb=config.memory_limit(device),
     )
+    stamp = _row_stamp(judge_config)
     done = {}
     if rows_path.exists():  # resume: problems already judged under these judge settings are kept
-        stamp = _row_stamp(judge_config)["env"]
         rows = (json.loads(line) for line in rows_path.read_text().splitlines() if line)
-        done = {r["id"]: r for r in rows if _resumable(r, stamp)}
+        done = {r["id"]: r for r in rows if _resumable(r, stamp["env"])}
     todo = [p for p in problems if p.id not in done]
     with contextlib.ExitStack() as stack:
         pool = stack.enter_context(JudgePool(judge_config)) if todo else None
@@ -457,7 +457,6 @@ def run_bench(config: BenchConfig, out: Path, on_row=None) -> dict:
         workers = pool.size if pool is not None else 1
         with ThreadPoolExecutor(max_workers=workers) as executor:
             futures = [executor.submit(solve_problem, p, config, pool, fragment_pool) for p in todo]
-            stamp = _row_stamp(judge_config)
             for future in as_completed(futures):
                 row = future.result() | stamp
                 rows_file.write(json.dumps(row) + "\n")
