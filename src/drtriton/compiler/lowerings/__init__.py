@@ -1,0 +1,10 @@
+"""Per-operator lowerings: PyTorch functions, tensor methods and ``nn`` modules to IR and kernels.
+
+Each handler gets the ``Lowering`` and the node's arguments (tensors as ``ir.Expr``) and returns
+the node's value. Pointwise ops and views only build expressions; the rest register kernels.
+Importing this package fills the dispatch tables in ``lower``, one module per family of ops.
+"""
+
+from drtriton.compiler.lowerings import elementwise, layers, modules, reductions, shapes
+
+__all__ = ["elementwise", "layers", "modules", "reductions", "shapes"]

@@ -1,0 +1,380 @@
+"""Lowerings of elementwise arithmetic, unary ops and activations, dtype and identity methods."""
+
+from __future__ import annotations
+
+import math
+import operator
+
+import torch
+import torch.nn.functional as F
+
+from drtriton.compiler import ir
+from drtriton.compiler.lower import Lowering, Unsupported
+from drtriton.compiler.lowerings.registry import _f, fn, method
+
+# ------------------------------------------------------------------ elementwise arithmetic
+
+
+def _binary(name):
+    def h(L: Lowering, a, b, *rest, alpha=1, out=None, **kw):
+        if out is not None:
+            raise Unsupported("out= argument")
+        a, b = L.t(a), L.t(b)
+        if rest:
+            alpha = rest[0]
+        if alpha != 1:
+            b = ir.op("mul", b, ir.const(alpha))
+        if name == "div":
+            mode = kw.get("rounding_mode")
+            r = ir.op("div", _f(a), _f(b))
+            if mode == "floor":
+                r = ir.op("floor", r)
+            elif mode == "trunc":
+                r = ir.op("where", ir.op("lt", r, ir.const(0.0)), ir.op("ceil", r), ir.op("floor", r))
+            return r
+        return ir.op(name, a, b)
+
+    return h
+
+
+for _name, _targets in {
+    "add": (torch.add, operator.add, operator.iadd, torch.Tensor.add),
+    "sub": (torch.sub, torch.subtract, operator.sub, operator.isub),
+    "mul": (torch.mul, torch.multiply, operator.mul, operator.imul),
+    "div": (torch.div, torch.divide, torch.true_divide, operator.truediv, operator.itruediv),
+    "maximum": (torch.maximum, torch.max_elementwise if hasattr(torch, "max_elementwise") else torch.maximum),
+    "minimum": (torch.minimum,),
+    "lt": (torch.lt, operator.lt), "le": (torch.le, operator.le), "gt": (torch.gt, operator.gt),
+    "ge": (torch.ge, operator.ge), "eq": (torch.eq, operator.eq), "ne": (torch.ne, operator.ne),
+    "and": (torch.logical_and, operator.and_), "or": (torch.logical_or, operator.or_),
+}.items():
+    fn(*_targets)(_binary(_name))
+    method(_name if _name not in ("and", "or") else f"logical_{_name}")(_binary(_name))
+method("sub", "subtract")(_binary("sub"))
+method("mul", "multiply")(_binary("mul"))
+method("div", "divide", "true_divide")(_binary("div"))
+
+
+@fn(torch.rsub)
+@method("rsub")
+def _rsub(L, a, b, alpha=1):
+    return _binary("sub")(L, b, a, alpha=alpha)
+
+
+@fn(operator.floordiv, torch.floor_divide)
+@method("floor_divide")
+def _floordiv(L, a, b):
+    return ir.op("floor", ir.op("div", _f(L.t(a)), _f(L.t(b))))
+
+
+@fn(torch.pow, operator.pow)
+@method("pow")
+def _pow(L, a, b):
+    a, b = L.t(a), L.t(b)
+    if isinstance(a, ir.Const) and a.value > 0:  # scalar ** tensor
+        return ir.op("exp2", ir.op("mul", _f(b), ir.const(math.log2(a.value))))
+    if isinstance(b, ir.Const):
+        e = b.value
+        if e == 0.5:
+            return ir.op("sqrt", _f(a))
+        if float(e).is_integer() and abs(e) <= 8:  # exact for negative bases too
+            n = int(abs(e))
+            if n == 0:
+                return ir.op("add", ir.op("mul", _f(a), ir.const(0.0)), ir.const(1.0))
+            r = a
+            for _ in range(n - 1):
+                r = ir.op("mul", r, a)
+            return ir.op("div", ir.const(1.0), _f(r)) if e < 0 else r
+    return _pow_general(a, b)
+
+
+def _pow_general(a, b):
+    return ir.op("pow", _f(a), _f(b))
+
+
+@fn(torch.neg, torch.negative, operator.neg)
+@method("neg", "negative", "__neg__")
+def _neg(L, x):
+    return ir.op("neg", L.t(x))
+
+
+@fn(torch.where)
+@method("where")
+def _where(L, c, a=None, b=None):
+    if a is None:
+        raise Unsupported("torch.where(cond) (data-dependent shape)")
+    c, a, b = L.t(c), L.t(a), L.t(b)
+    if c.dtype != torch.bool:
+        c = ir.op("ne", c, ir.const(0))
+    return ir.op("where", c, a, b, dtype=ir.promote(a.dtype, b.dtype))
+
+
+@fn(torch.lerp)
+@method("lerp")
+def _lerp(L, a, b, w):
+    return ir.op("lerp", L.t(a), L.t(b), L.t(w))
+
+
+@fn(torch.clamp, torch.clip)
+@method("clamp", "clip")
+def _clamp(L, x, min=None, max=None):
+    x = L.t(x)
+    if min is not None:
+        x = ir.op("maximum", x, L.t(min))
+    if max is not None:
+        x = ir.op("minimum", x, L.t(max))
+    return x
+
+
+@fn(torch.clamp_min)
+@method("clamp_min")
+def _clamp_min(L, x, v):
+    return ir.op("maximum", L.t(x), L.t(v))
+
+
+@fn(torch.clamp_max)
+@method("clamp_max")
+def _clamp_max(L, x, v):
+    return ir.op("minimum", L.t(x), L.t(v))
+
+
+# ------------------------------------------------------------------ unary and activations
+
+
+def _unary(name, floaty=True):
+    def h(L, x, *a, inplace=False, **kw):
+        x = L.t(x)
+        return ir.op(name, _f(x) if floaty else x)
+
+    return h
+
+
+for _name, _targets, _meths in [
+    ("exp", (torch.exp,), ("exp",)), ("log", (torch.log,), ("log",)),
+    ("sqrt", (torch.sqrt,), ("sqrt",)), ("rsqrt", (torch.rsqrt,), ("rsqrt",)),
+    ("cos", (torch.cos,), ("cos",)), ("sin", (torch.sin,), ("sin",)),
+    ("exp2", (torch.exp2,), ("exp2",)), ("log2", (torch.log2,), ("log2",)),
+    ("erf", (torch.erf, torch.special.erf), ("erf",)),
+    ("sigmoid", (torch.sigmoid, F.sigmoid, torch.special.expit), ("sigmoid",)),
+    ("tanh", (torch.tanh, F.tanh), ("tanh",)),
+    ("floor", (torch.floor,), ("floor",)), ("ceil", (torch.ceil,), ("ceil",)),
+    ("round", (torch.round,), ("round",)), ("sign", (torch.sign,), ("sign",)),
+]:
+    fn(*_targets)(_unary(_name))
+    method(*_meths)(_unary(_name))
+
+
+@fn(torch.abs, torch.absolute)
+@method("abs", "absolute", "__abs__")
+def _abs(L, x):
+    return ir.op("abs", L.t(x))
+
+
+@fn(torch.relu, F.relu)
+@method("relu")
+def _relu(L, x, inplace=False):
+    return ir.op("relu", L.t(x))
+
+
+@fn(F.relu6)
+def _relu6(L, x, inplace=False):
+    return ir.op("minimum", ir.op("relu", L.t(x)), ir.const(6.0))
+
+
+@fn(torch.square)
+@method("square")
+def _square(L, x):
+    x = L.t(x)
+    return ir.op("mul", x, x)
+
+
+@fn(torch.reciprocal)
+@method("reciprocal")
+def _reciprocal(L, x):
+    return ir.op("div", ir.const(1.0), _f(L.t(x)))
+
+
+@fn(torch.log1p)
+@method("log1p")
+def _log1p(L, x):
+    return ir.op("log", ir.op("add", _f(L.t(x)), ir.const(1.0)))
+
+
+@fn(torch.expm1)
+@method("expm1")
+def _expm1(L, x):
+    return ir.op("sub", ir.op("exp", _f(L.t(x))), ir.const(1.0))
+
+
+def leaky_relu(x, slope):
+    return ir.op("where", ir.op("gt", x, ir.const(0.0)), x, ir.op("mul", x, ir.const(float(slope))))
+
+
+@fn(F.leaky_relu)
+def _leaky(L, x, negative_slope=0.01, inplace=False):
+    return leaky_relu(_f(L.t(x)), negative_slope)
+
+
+def silu(x):
+    return ir.op("mul", x, ir.op("sigmoid", x))
+
+
+def gelu(x, approximate="none"):
+    if approximate == "tanh":
+        inner = ir.op("mul", ir.op("add", x, ir.op("mul", ir.op("mul", ir.op("mul", x, x), x),
+                                                   ir.const(0.044715))),
+                      ir.const(math.sqrt(2.0 / math.pi)))
+        return ir.op("mul", ir.op("mul", x, ir.const(0.5)), ir.op("add", ir.op("tanh", inner), ir.const(1.0)))
+    return ir.op("mul", ir.op("mul", x, ir.const(0.5)),
+                 ir.op("add", ir.op("erf", ir.op("mul", x, ir.const(1 / math.sqrt(2.0)))), ir.const(1.0)))
+
+
+def elu(x, alpha=1.0, scale=1.0, input_scale=1.0):
+    neg = ir.op("mul", ir.op("sub", ir.op("exp", ir.op("mul", x, ir.const(float(input_scale)))),
+                             ir.const(1.0)), ir.const(float(alpha)))
+    out = ir.op("where", ir.op("gt", x, ir.const(0.0)), x, neg)
+    return out if scale == 1.0 else ir.op("mul", out, ir.const(float(scale)))
+
+
+SELU_ALPHA = 1.6732632423543772848170429916717
+SELU_SCALE = 1.0507009873554804934193349852946
+
+
+def softplus(x, beta=1.0, threshold=20.0):
+    bx = ir.op("mul", x, ir.const(float(beta))) if beta != 1 else x
+    # max(bx, 0) + log(1 + exp(-|bx|)): stable for both signs
+    sp = ir.op("add", ir.op("relu", bx),
+               ir.op("log", ir.op("add", ir.op("exp", ir.op("neg", ir.op("abs", bx))), ir.const(1.0))))
+    if beta != 1:
+        sp = ir.op("div", sp, ir.const(float(beta)))
+    return ir.op("where", ir.op("gt", bx, ir.const(float(threshold))), x, sp)
+
+
+def hardsigmoid(x):
+    return ir.op("minimum", ir.op("maximum", ir.op("add", ir.op("div", x, ir.const(6.0)), ir.const(0.5)),
+                                  ir.const(0.0)), ir.const(1.0))
+
+
+def hardtanh(x, lo=-1.0, hi=1.0):
+    return ir.op("minimum", ir.op("maximum", x, ir.const(float(lo))), ir.const(float(hi)))
+
+
+@fn(F.silu)
+def _silu(L, x, inplace=False):
+    return silu(_f(L.t(x)))
+
+
+@fn(F.gelu)
+def _gelu(L, x, approximate="none"):
+    return gelu(_f(L.t(x)), approximate)
+
+
+@fn(F.selu, torch.selu)
+def _selu(L, x, inplace=False):
+    return elu(_f(L.t(x)), SELU_ALPHA, SELU_SCALE)
+
+
+@fn(F.elu)
+def _elu(L, x, alpha=1.0, inplace=False):
+    return elu(_f(L.t(x)), alpha)
+
+
+@fn(F.celu)
+def _celu(L, x, alpha=1.0, inplace=False):
+    return elu(_f(L.t(x)), alpha, 1.0, 1.0 / alpha)
+
+
+@fn(F.hardsigmoid)
+def _hardsigmoid(L, x, inplace=False):
+    return hardsigmoid(_f(L.t(x)))
+
+
+@fn(F.hardswish)
+def _hardswish(L, x, inplace=False):
+    x = _f(L.t(x))
+    return ir.op("mul", x, hardsigmoid(x))
+
+
+@fn(F.softplus)
+def _softplus(L, x, beta=1.0, threshold=20.0):
+    return softplus(_f(L.t(x)), beta, threshold)
+
+
+@fn(F.softsign)
+def _softsign(L, x):
+    x = _f(L.t(x))
+    return ir.op("div", x, ir.op("add", ir.op("abs", x), ir.const(1.0)))
+
+
+@fn(F.mish)
+def _mish(L, x, inplace=False):
+    x = _f(L.t(x))
+    return ir.op("mul", x, ir.op("tanh", softplus(x)))
+
+
+@fn(F.logsigmoid)
+def _logsigmoid(L, x):
+    x = _f(L.t(x))
+    # min(x, 0) - log(1 + exp(-|x|))
+    return ir.op("sub", ir.op("minimum", x, ir.const(0.0)),
+                 ir.op("log", ir.op("add", ir.op("exp", ir.op("neg", ir.op("abs", x))), ir.const(1.0))))
+
+
+@fn(F.hardtanh)
+def _hardtanh(L, x, min_val=-1.0, max_val=1.0, inplace=False):
+    return hardtanh(_f(L.t(x)), min_val, max_val)
+
+
+@fn(F.tanhshrink)
+def _tanhshrink(L, x):
+    x = _f(L.t(x))
+    return ir.op("sub", x, ir.op("tanh", x))
+
+
+@fn(torch.triu)
+@method("triu")
+def _triu(L, x, diagonal=0):
+    x = L.t(x)
+    return ir.Op(x.shape, x.dtype, "triu", (x,), (int(diagonal),))
+
+
+@fn(torch.tril)
+@method("tril")
+def _tril(L, x, diagonal=0):
+    x = L.t(x)
+    return ir.Op(x.shape, x.dtype, "tril", (x,), (int(diagonal),))
+
+
+@fn(F.dropout, F.dropout1d, F.dropout2d, F.dropout3d, F.alpha_dropout)
+def _dropout(L, x, p=0.5, training=True, inplace=False):
+    if training and p > 0:
+        raise Unsupported("dropout in training mode is random")
+    return L.t(x)
+
+
+# ------------------------------------------------------------------ dtype and identity methods
+
+
+@method("float")
+def _float(L, x, *a):
+    return ir.cast(L.t(x), torch.float32)
+
+
+@method("half")
+def _half(L, x, *a):
+    return ir.cast(L.t(x), torch.float16)
+
+
+@method("to", "type")
+def _to(L, x, *args, **kw):
+    dtype = kw.get("dtype")
+    for a in args:
+        if isinstance(a, torch.dtype):
+            dtype = a
+    return ir.cast(L.t(x), dtype) if dtype is not None else L.t(x)
+
+
+@method("contiguous", "clone", "detach", "cpu", "cuda", "requires_grad_")
+@fn(torch.clone)
+def _identity(L, x, *a, **kw):
+    return L.t(x)

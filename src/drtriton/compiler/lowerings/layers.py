@@ -1,0 +1,198 @@
+"""Lowerings of matmul, linear, convolution and pooling."""
+
+from __future__ import annotations
+
+import operator
+
+import torch
+import torch.nn.functional as F
+
+from drtriton.compiler import ir, kernels
+from drtriton.compiler.lower import Lowering, Unsupported
+from drtriton.compiler.lower import _tuple as ntuple
+from drtriton.compiler.lowerings.reductions import _channel
+from drtriton.compiler.lowerings.registry import _f, fn, method
+
+# ------------------------------------------------------------------ matmul and linear
+
+
+def matmul(L: Lowering, a, b) -> ir.Expr:
+    a, b = _f(L.t(a)), _f(L.t(b))
+    squeeze_a = len(a.shape) == 1
+    squeeze_b = len(b.shape) == 1
+    if squeeze_a:
+        a = ir.reshape(a, (1, a.shape[0]))
+    if squeeze_b:
+        b = ir.reshape(b, (b.shape[0], 1))
+    batch = ir.broadcast_shapes(a.shape[:-2], b.shape[:-2])
+    a = ir.broadcast_to(a, batch + a.shape[-2:])
+    b = ir.broadcast_to(b, batch + b.shape[-2:])
+    M, K, N = a.shape[-2], a.shape[-1], b.shape[-1]
+    if b.shape[-2] != K:
+        raise Unsupported(f"matmul shapes {a.shape} @ {b.shape}")
+    shape = batch + (M, N)
+    if L.config.mode == "hybrid":
+        out = L.torch_call(f"torch.matmul({L.as_torch(a)}, {L.as_torch(b)})", shape, torch.float32)
+    else:
+        L.flush_expr(a, b)
+        out = L.kernel(lambda w, o, a=a, b=b: kernels.matmul(w, a, b, o), shape, torch.float32)
+    final = shape
+    if squeeze_a:
+        final = final[:-2] + final[-1:]
+    if squeeze_b:
+        final = final[:-1]
+    return ir.reshape(out, final)
+
+
+@fn(torch.matmul, operator.matmul, torch.mm, torch.bmm)
+@method("matmul", "mm", "bmm", "__matmul__")
+def _matmul(L, a, b):
+    return matmul(L, a, b)
+
+
+def linear(L, x, weight, bias):
+    y = matmul(L, x, ir.transpose(weight, 0, 1) if len(weight.shape) == 2 else weight)
+    return ir.op("add", y, bias) if bias is not None else y
+
+
+@fn(F.linear)
+def _linear(L, x, weight, bias=None):
+    return linear(L, x, weight, bias)
+
+
+@fn(torch.addmm)
+def _addmm(L, bias, a, b, *, beta=1, alpha=1):
+    y = matmul(L, a, b)
+    if alpha != 1:
+        y = ir.op("mul", y, ir.const(float(alpha)))
+    bias = L.t(bias)
+    if beta != 1:
+        bias = ir.op("mul", bias, ir.const(float(beta)))
+    return ir.op("add", y, bias)
+
+
+fn(torch.baddbmm)(_addmm)
+
+
+# ------------------------------------------------------------------ convolution and pooling
+
+
+def _conv_padding(padding, nsp, ksz, dilation):
+    if padding == "valid":
+        return (0,) * nsp
+    if padding == "same":
+        out = []
+        for k, d in zip(ksz, dilation, strict=True):
+            total = d * (k - 1)
+            if total % 2:
+                raise Unsupported("asymmetric 'same' padding")
+            out.append(total // 2)
+        return tuple(out)
+    return ntuple(padding, nsp)
+
+
+def conv(L: Lowering, nsp: int, x, weight, bias, stride, padding, dilation, groups,
+         transposed=False, output_padding=0) -> ir.Expr:
+    x, weight = _f(L.t(x)), _f(L.t(weight))
+    unbatched = len(x.shape) == nsp + 1
+    if unbatched:
+        x = ir.reshape(x, (1, *x.shape))
+    ksz = weight.shape[2:]
+    stride, dilation = ntuple(stride, nsp), ntuple(dilation, nsp)
+    padding = _conv_padding(padding, nsp, ksz, dilation)
+    ins = x.shape[2:]
+    if transposed:
+        opad = ntuple(output_padding, nsp)
+        oc = weight.shape[1] * groups
+        outs = tuple((i - 1) * s - 2 * p + d * (k - 1) + op + 1 for i, s, p, d, k, op in
+                     zip(ins, stride, padding, dilation, ksz, opad, strict=True))
+    else:
+        oc = weight.shape[0]
+        outs = tuple((i + 2 * p - d * (k - 1) - 1) // s + 1 for i, s, p, d, k in
+                     zip(ins, stride, padding, dilation, ksz, strict=True))
+    shape = (x.shape[0], oc, *outs)
+    if L.config.mode == "hybrid":
+        name = f"conv_transpose{nsp}d" if transposed else f"conv{nsp}d"
+        extra = f", output_padding={ntuple(output_padding, nsp)}" if transposed else ""
+        code = (f"torch.nn.functional.{name}({L.as_torch(x)}, {L.as_torch(weight)}, None, "
+                f"stride={stride}, padding={padding}{extra}, groups={groups}, dilation={dilation})")
+        out = L.torch_call(code, shape, torch.float32)
+    else:
+        spec = kernels.ConvSpec(transposed, stride, padding, dilation, int(groups), shape)
+        L.flush_expr(x, weight)
+        out = L.kernel(lambda w, o, x=x, wt=weight: kernels.conv(w, x, wt, spec, o), shape, torch.float32)
+    if bias is not None:
+        out = ir.op("add", out, _channel(L.t(bias), len(shape)))
+    if unbatched:
+        out = ir.reshape(out, shape[1:])
+    return out
+
+
+def _conv_fn(nsp, transposed):
+    if transposed:
+        def h(L, x, weight, bias=None, stride=1, padding=0, output_padding=0, groups=1, dilation=1):
+            return conv(L, nsp, x, weight, bias, stride, padding, dilation, groups, True, output_padding)
+    else:
+        def h(L, x, weight, bias=None, stride=1, padding=0, dilation=1, groups=1):
+            return conv(L, nsp, x, weight, bias, stride, padding, dilation, groups)
+    return h
+
+
+for _n, (_c, _ct) in enumerate([(F.conv1d, F.conv_transpose1d), (F.conv2d, F.conv_transpose2d),
+                                 (F.conv3d, F.conv_transpose3d)], start=1):
+    fn(_c)(_conv_fn(_n, False))
+    fn(_ct)(_conv_fn(_n, True))
+
+
+def pool(L: Lowering, kind: str, nsp: int, x, kernel_size, stride=None, padding=0, dilation=1,
+         ceil_mode=False, count_include_pad=True, divisor_override=None, return_indices=False):
+    x = _f(L.t(x))
+    if ceil_mode:
+        raise Unsupported("ceil_mode=True")
+    if return_indices:
+        raise Unsupported("return_indices=True")
+    if divisor_override is not None:
+        raise Unsupported("divisor_override")
+    ksz = ntuple(kernel_size, nsp)
+    stride = ksz if stride is None or stride == [] else ntuple(stride, nsp)
+    padding, dilation = ntuple(padding, nsp), ntuple(dilation, nsp)
+    if kind == "avg" and not count_include_pad and any(padding):
+        raise Unsupported("count_include_pad=False with padding")
+    ins = x.shape[-nsp:]
+    outs = tuple((i + 2 * p - d * (k - 1) - 1) // s + 1 for i, p, d, k, s in
+                 zip(ins, padding, dilation, ksz, stride, strict=True))
+    shape = x.shape[:-nsp] + outs
+    L.flush_expr(x)
+    return L.kernel(lambda w, o, x=x: kernels.pool(w, kind, x, ksz, stride, padding, dilation, shape, o),
+                    shape, torch.float32)
+
+
+for _n, (_a, _m) in enumerate([(F.avg_pool1d, F.max_pool1d), (F.avg_pool2d, F.max_pool2d),
+                                (F.avg_pool3d, F.max_pool3d)], start=1):
+    fn(_a)(lambda L, x, *a, _n=_n, **k: pool(L, "avg", _n, x, *a, **k))
+
+    def _mp(L, x, kernel_size, stride=None, padding=0, dilation=1, ceil_mode=False,
+            return_indices=False, _n=_n):
+        return pool(L, "max", _n, x, kernel_size, stride, padding, dilation, ceil_mode,
+                    return_indices=return_indices)
+
+    fn(_m)(_mp)
+    if hasattr(F, f"max_pool{_n}d_with_indices"):
+        fn(getattr(F, f"max_pool{_n}d_with_indices"))(_mp)
+
+
+def adaptive_avg(L, nsp, x, output_size):
+    x = L.t(x)
+    outs = ntuple(output_size, nsp) if output_size is not None else x.shape[-nsp:]
+    ins = x.shape[-nsp:]
+    outs = tuple(i if o is None else o for i, o in zip(ins, outs, strict=True))
+    if all(o == 1 for o in outs):
+        return L.reduce("mean", x, tuple(range(len(x.shape) - nsp, len(x.shape))), True)
+    if any(i % o for i, o in zip(ins, outs, strict=True)):
+        raise Unsupported("adaptive pooling with non-divisible sizes")
+    k = tuple(i // o for i, o in zip(ins, outs, strict=True))
+    return pool(L, "avg", nsp, x, k, k)
+
+
+for _n, _f_ in enumerate([F.adaptive_avg_pool1d, F.adaptive_avg_pool2d, F.adaptive_avg_pool3d], 1):
+    fn(_f_)(lambda L, x, output_size, _n=_n: adaptive_avg(L, _n, x, output_size))

@@ -1,0 +1,256 @@
+"""Lowerings of reductions, scans and normalisations."""
+
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+
+from drtriton.compiler import ir
+from drtriton.compiler.lower import Missing, Unsupported
+from drtriton.compiler.lowerings.registry import _f, fn, method
+
+# ------------------------------------------------------------------ reductions
+
+
+def _reduction(kind):
+    def h(L, x, dim=None, keepdim=False, *, dtype=None, out=None):
+        if isinstance(dim, bool):  # positional keepdim without dim never happens; guard anyway
+            raise Unsupported("bad arguments")
+        if isinstance(dim, list):
+            dim = tuple(dim)
+        return L.reduce(kind, x, dim, keepdim)
+
+    return h
+
+
+fn(torch.sum)(_reduction("sum"))
+method("sum")(_reduction("sum"))
+fn(torch.mean)(_reduction("mean"))
+method("mean")(_reduction("mean"))
+fn(torch.amax)(_reduction("amax"))
+method("amax")(_reduction("amax"))
+fn(torch.amin)(_reduction("amin"))
+method("amin")(_reduction("amin"))
+
+
+def _arg_reduction(kind):
+    def h(L, x, dim=None, keepdim=False):
+        x = L.t(x)
+        if dim is None:
+            return L.reduce(kind, ir.reshape(x, (ir.numel(x.shape),)), 0, False)
+        return L.reduce(kind, x, dim, keepdim)
+
+    return h
+
+
+fn(torch.argmax)(_arg_reduction("argmax"))
+method("argmax")(_arg_reduction("argmax"))
+fn(torch.argmin)(_arg_reduction("argmin"))
+method("argmin")(_arg_reduction("argmin"))
+
+
+def _minmax(kind):
+    ext, argk, elem = (("amax", "argmax", "maximum") if kind == "max" else ("amin", "argmin", "minimum"))
+
+    def h(L, x, dim=None, keepdim=False):
+        if isinstance(dim, ir.Expr):
+            return ir.op(elem, L.t(x), dim)
+        if dim is None:
+            return L.reduce(ext, x, None, False)
+        values = L.reduce(ext, x, dim, keepdim)
+        indices = _arg_reduction(argk)(L, x, dim, keepdim)
+        return torch.return_types.max((values, indices)) if kind == "max" else \
+            torch.return_types.min((values, indices))
+
+    return h
+
+
+fn(torch.max)(_minmax("max"))
+method("max")(_minmax("max"))
+fn(torch.min)(_minmax("min"))
+method("min")(_minmax("min"))
+
+
+def _correction(unbiased, correction):
+    if correction is not None:
+        return int(correction)
+    return 1 if unbiased in (None, True) else 0
+
+
+@fn(torch.var)
+@method("var")
+def _var(L, x, dim=None, unbiased=None, keepdim=False, *, correction=None):
+    if isinstance(dim, bool):
+        unbiased, dim = dim, None
+    return L.reduce("var", x, dim, keepdim, correction=_correction(unbiased, correction))
+
+
+@fn(torch.std)
+@method("std")
+def _std(L, x, dim=None, unbiased=None, keepdim=False, *, correction=None):
+    return ir.op("sqrt", _var(L, x, dim, unbiased, keepdim, correction=correction))
+
+
+@fn(torch.norm, torch.linalg.norm, torch.linalg.vector_norm)
+@method("norm")
+def _norm(L, x, p="fro", dim=None, keepdim=False, out=None, dtype=None, ord=None):
+    if ord is not None:
+        p = ord
+    x = _f(L.t(x))
+    if p in ("fro", 2, 2.0, None):
+        return L.reduce("norm2", x, dim, keepdim)
+    if p in (1, 1.0):
+        return L.reduce("sum", ir.op("abs", x), dim, keepdim)
+    if p in (float("inf"),):
+        return L.reduce("amax", ir.op("abs", x), dim, keepdim)
+    raise Unsupported(f"norm with p={p}")
+
+
+@fn(F.normalize)
+def _normalize(L, x, p=2.0, dim=1, eps=1e-12, out=None):
+    x = _f(L.t(x))
+    n = _norm(L, x, p, dim, True)
+    return ir.op("div", x, ir.op("maximum", n, ir.const(float(eps))))
+
+
+@fn(torch.logsumexp)
+@method("logsumexp")
+def _logsumexp(L, x, dim, keepdim=False):
+    x = _f(L.t(x))
+    m = L.reduce("amax", x, dim, True)
+    s = L.reduce("sum", ir.op("exp", ir.op("sub", x, m)), dim, True)
+    out = ir.op("add", ir.op("log", s), m)
+    if not keepdim:
+        dims = {d % len(x.shape) for d in ((dim,) if isinstance(dim, int) else dim)}
+        out = ir.reshape(out, tuple(s for d, s in enumerate(x.shape) if d not in dims))
+    return out
+
+
+@fn(torch.softmax, F.softmax, torch.special.softmax)
+@method("softmax")
+def _softmax(L, x, dim=None, _stacklevel=3, dtype=None):
+    return L.rowfull("softmax", x, -1 if dim is None else dim)
+
+
+@fn(torch.log_softmax, F.log_softmax, torch.special.log_softmax)
+@method("log_softmax")
+def _log_softmax(L, x, dim=None, _stacklevel=3, dtype=None):
+    return L.rowfull("log_softmax", x, -1 if dim is None else dim)
+
+
+@fn(torch.cumsum)
+@method("cumsum")
+def _cumsum(L, x, dim, dtype=None):
+    return L.scan("cumsum", _f(L.t(x)), dim)
+
+
+def _cum_ext(kind):
+    def h(L, x, dim):
+        values = L.scan(kind, _f(L.t(x)), dim)
+        return torch.return_types.cummax((values, Missing(f"{kind} indices")))
+
+    return h
+
+
+fn(torch.cummax)(_cum_ext("cummax"))
+method("cummax")(_cum_ext("cummax"))
+fn(torch.cummin)(_cum_ext("cummin"))
+method("cummin")(_cum_ext("cummin"))
+
+
+# ------------------------------------------------------------------ normalisation
+
+
+def _channel(v: ir.Expr, rank: int, axis: int = 1) -> ir.Expr:
+    """A per-channel vector shaped to broadcast against a rank-``rank`` tensor at ``axis``."""
+    shape = [1] * rank
+    shape[axis] = v.shape[0]
+    return ir.reshape(v, tuple(shape))
+
+
+def _affine(y, weight, bias, rank, axis=1):
+    if weight is not None:
+        y = ir.op("mul", y, _channel(weight, rank, axis) if axis is not None else weight)
+    if bias is not None:
+        y = ir.op("add", y, _channel(bias, rank, axis) if axis is not None else bias)
+    return y
+
+
+def batch_norm(L, x, running_mean, running_var, weight, bias, training, eps):
+    x = _f(L.t(x))
+    r = len(x.shape)
+    if training or running_mean is None:
+        y = L.rowfull("normalize", x, (0, *range(2, r)), eps=float(eps))
+    else:
+        inv = ir.op("rsqrt", ir.op("add", _channel(running_var, r), ir.const(float(eps))))
+        y = ir.op("mul", ir.op("sub", x, _channel(running_mean, r)), inv)
+    return _affine(y, weight, bias, r)
+
+
+@fn(F.batch_norm)
+def _batch_norm(L, x, running_mean, running_var, weight=None, bias=None, training=False,
+                momentum=0.1, eps=1e-5):
+    return batch_norm(L, x, running_mean, running_var, weight, bias, training, eps)
+
+
+def layer_norm(L, x, normalized_shape, weight, bias, eps):
+    x = _f(L.t(x))
+    k = len(tuple(normalized_shape)) if isinstance(normalized_shape, tuple | list) else 1
+    r = len(x.shape)
+    y = L.rowfull("normalize", x, tuple(range(r - k, r)), eps=float(eps))
+    if weight is not None:
+        y = ir.op("mul", y, weight)
+    if bias is not None:
+        y = ir.op("add", y, bias)
+    return y
+
+
+@fn(F.layer_norm)
+def _layer_norm(L, x, normalized_shape, weight=None, bias=None, eps=1e-5):
+    return layer_norm(L, x, normalized_shape, weight, bias, eps)
+
+
+def rms_norm(L, x, normalized_shape, weight, eps):
+    x = _f(L.t(x))
+    k = len(tuple(normalized_shape)) if isinstance(normalized_shape, tuple | list) else 1
+    r = len(x.shape)
+    if eps is None:
+        eps = torch.finfo(torch.float32).eps
+    ms = L.reduce("mean", ir.op("mul", x, x), tuple(range(r - k, r)), True)
+    y = ir.op("mul", x, ir.op("rsqrt", ir.op("add", ms, ir.const(float(eps)))))
+    return ir.op("mul", y, weight) if weight is not None else y
+
+
+if hasattr(F, "rms_norm"):
+    @fn(F.rms_norm)
+    def _rms_norm(L, x, normalized_shape, weight=None, eps=None):
+        return rms_norm(L, x, normalized_shape, weight, eps)
+
+
+def group_norm(L, x, groups, weight, bias, eps):
+    x = _f(L.t(x))
+    n, c = x.shape[0], x.shape[1]
+    rest = ir.numel(x.shape[2:])
+    xg = ir.reshape(x, (n, groups, (c // groups) * rest))
+    y = ir.reshape(L.rowfull("normalize", xg, (2,), eps=float(eps)), x.shape)
+    return _affine(y, weight, bias, len(x.shape))
+
+
+@fn(F.group_norm)
+def _group_norm(L, x, num_groups, weight=None, bias=None, eps=1e-5):
+    return group_norm(L, x, num_groups, weight, bias, eps)
+
+
+def instance_norm(L, x, weight, bias, eps):
+    x = _f(L.t(x))
+    r = len(x.shape)
+    y = L.rowfull("normalize", x, tuple(range(2, r)), eps=float(eps))
+    return _affine(y, weight, bias, r)
+
+
+@fn(F.instance_norm)
+def _instance_norm(L, x, running_mean=None, running_var=None, weight=None, bias=None,
+                   use_input_stats=True, momentum=0.1, eps=1e-5):
+    if not use_input_stats:
+        return batch_norm(L, x, running_mean, running_var, weight, bias, False, eps)
+    return instance_norm(L, x, weight, bias, eps)

@@ -1,0 +1,258 @@
+"""Lowerings of views and shape ops: index arithmetic, no copies where possible."""
+
+from __future__ import annotations
+
+import operator
+
+import torch
+
+from drtriton.compiler import ir
+from drtriton.compiler.lower import Unsupported
+from drtriton.compiler.lowerings.registry import fn, method
+
+# ------------------------------------------------------------------ views and shapes
+
+
+@method("size")
+def _size(L, x, dim=None):
+    return tuple(x.shape) if dim is None else x.shape[dim]
+
+
+@method("dim", "ndimension")
+def _dim(L, x):
+    return len(x.shape)
+
+
+@method("numel")
+@fn(torch.numel)
+def _numel(L, x):
+    return ir.numel(x.shape)
+
+
+@fn(getattr)
+def _getattr(L, x, name):
+    if isinstance(x, ir.Expr):
+        if name == "shape":
+            return tuple(x.shape)
+        if name == "T":
+            return ir.permute(x, tuple(reversed(range(len(x.shape)))))
+        if name == "mT":
+            return ir.transpose(x, -2, -1)
+        if name == "dtype":
+            return x.dtype
+        raise Unsupported(f"attribute .{name}")
+    if isinstance(x, tuple) and hasattr(x, "_fields"):
+        return getattr(x, name)
+    if isinstance(x, dict):
+        return x[name]
+    return getattr(x, name)
+
+
+def _shape_args(args) -> tuple:
+    if len(args) == 1 and isinstance(args[0], tuple | list | torch.Size):
+        return tuple(args[0])
+    return tuple(args)
+
+
+@method("view", "reshape")
+def _view(L, x, *shape):
+    if len(shape) == 1 and isinstance(shape[0], torch.dtype):
+        raise Unsupported("view(dtype)")
+    x = L.t(x)
+    return ir.reshape(x, ir.resolve_shape(_shape_args(shape), ir.numel(x.shape)))
+
+
+@fn(torch.reshape)
+def _reshape(L, x, shape):
+    x = L.t(x)
+    return ir.reshape(x, ir.resolve_shape(tuple(shape), ir.numel(x.shape)))
+
+
+@method("view_as", "reshape_as")
+def _view_as(L, x, other):
+    return ir.reshape(L.t(x), other.shape)
+
+
+@fn(torch.flatten)
+@method("flatten")
+def _flatten(L, x, start_dim=0, end_dim=-1):
+    x = L.t(x)
+    r = len(x.shape)
+    if r == 0:
+        return ir.reshape(x, (1,))
+    s, e = start_dim % r, end_dim % r
+    shape = x.shape[:s] + (ir.numel(x.shape[s:e + 1]),) + x.shape[e + 1:]
+    return ir.reshape(x, shape)
+
+
+@fn(torch.unflatten)
+@method("unflatten")
+def _unflatten(L, x, dim, sizes):
+    x = L.t(x)
+    d = dim % len(x.shape)
+    inner = ir.resolve_shape(tuple(sizes), x.shape[d])
+    return ir.reshape(x, x.shape[:d] + inner + x.shape[d + 1:])
+
+
+@fn(torch.squeeze)
+@method("squeeze")
+def _squeeze(L, x, dim=None):
+    x = L.t(x)
+    r = len(x.shape)
+    if dim is None:
+        dims = {d for d in range(r) if x.shape[d] == 1}
+    else:
+        dims = {d % r for d in (dim if isinstance(dim, tuple | list) else (dim,)) if x.shape[d % r] == 1}
+    return ir.reshape(x, tuple(s for d, s in enumerate(x.shape) if d not in dims))
+
+
+@fn(torch.unsqueeze)
+@method("unsqueeze")
+def _unsqueeze(L, x, dim):
+    x = L.t(x)
+    d = dim % (len(x.shape) + 1)
+    return ir.reshape(x, x.shape[:d] + (1,) + x.shape[d:])
+
+
+@fn(torch.permute)
+@method("permute")
+def _permute(L, x, *dims):
+    return ir.permute(L.t(x), _shape_args(dims))
+
+
+@fn(torch.transpose, torch.swapaxes, torch.swapdims)
+@method("transpose", "swapaxes", "swapdims")
+def _transpose(L, x, d0, d1):
+    return ir.transpose(L.t(x), d0, d1)
+
+
+@fn(torch.t)
+@method("t")
+def _t(L, x):
+    x = L.t(x)
+    return x if len(x.shape) < 2 else ir.transpose(x, 0, 1)
+
+
+@method("expand")
+def _expand(L, x, *sizes):
+    x = L.t(x)
+    sizes = _shape_args(sizes)
+    lead = len(sizes) - len(x.shape)
+    shape = tuple(x.shape[i - lead] if s == -1 else s for i, s in enumerate(sizes))
+    return ir.broadcast_to(x, shape)
+
+
+@method("expand_as")
+def _expand_as(L, x, other):
+    return ir.broadcast_to(L.t(x), other.shape)
+
+
+@fn(torch.broadcast_to)
+def _broadcast_to(L, x, shape):
+    return _expand(L, x, *shape)
+
+
+def _index(x: ir.Expr, key) -> ir.Expr:
+    if not isinstance(key, tuple):
+        key = (key,)
+    if any(isinstance(k, ir.Expr) for k in key):
+        raise Unsupported("tensor indexing")
+    n_real = sum(1 for k in key if k is not None and k is not Ellipsis)
+    if Ellipsis in key:
+        i = key.index(Ellipsis)
+        key = key[:i] + (slice(None),) * (len(x.shape) - n_real) + key[i + 1:]
+    key = key + (slice(None),) * (len(x.shape) - sum(1 for k in key if k is not None))
+    shape, maps, d = [], [], 0
+    for k in key:
+        if k is None:
+            shape.append(1)
+            continue
+        size = x.shape[d]
+        if isinstance(k, int):
+            if not -size <= k < size:
+                raise Unsupported("index out of range")
+            maps.append((-1, k % size, 0))
+        elif isinstance(k, slice):
+            start, stop, step = k.indices(size)
+            length = len(range(start, stop, step))
+            maps.append((len(shape), start, step))
+            shape.append(length)
+        else:
+            raise Unsupported(f"index {k!r}")
+        d += 1
+    return ir.view(x, tuple(shape), tuple(maps))
+
+
+@fn(operator.getitem)
+def _getitem(L, x, key):
+    if isinstance(x, ir.Expr):
+        return _index(x, key)
+    return x[key]
+
+
+@fn(torch.narrow)
+@method("narrow")
+def _narrow(L, x, dim, start, length):
+    x = L.t(x)
+    key = [slice(None)] * len(x.shape)
+    key[dim % len(x.shape)] = slice(start, start + length)
+    return _index(x, tuple(key))
+
+
+@fn(torch.chunk)
+@method("chunk")
+def _chunk(L, x, chunks, dim=0):
+    x = L.t(x)
+    d = dim % len(x.shape)
+    size = -(-x.shape[d] // chunks)
+    return _split(L, x, size, d)
+
+
+@fn(torch.split)
+@method("split")
+def _split(L, x, split_size_or_sections, dim=0):
+    x = L.t(x)
+    d = dim % len(x.shape)
+    n = x.shape[d]
+    sizes = (list(split_size_or_sections) if isinstance(split_size_or_sections, list | tuple)
+             else [min(split_size_or_sections, n - s) for s in range(0, n, split_size_or_sections)])
+    out, start = [], 0
+    for s in sizes:
+        key = [slice(None)] * len(x.shape)
+        key[d] = slice(start, start + s)
+        out.append(_index(x, tuple(key)))
+        start += s
+    return tuple(out)
+
+
+@fn(torch.unbind)
+@method("unbind")
+def _unbind(L, x, dim=0):
+    x = L.t(x)
+    d = dim % len(x.shape)
+    return tuple(_index(x, tuple([slice(None)] * d + [i])) for i in range(x.shape[d]))
+
+
+@fn(torch.cat, torch.concat, torch.concatenate)
+def _cat(L, tensors, dim=0):
+    parts = [L.t(t) for t in tensors if not (isinstance(t, ir.Expr) and t.shape == (0,))]
+    rank = len(parts[0].shape)
+    d = dim % rank
+    dtype = ir.promote(*(p.dtype for p in parts))
+    parts = [ir.cast(p, dtype) for p in parts]
+    offsets, acc = [], 0
+    for p in parts:
+        offsets.append(acc)
+        acc += p.shape[d]
+    shape = parts[0].shape[:d] + (acc,) + parts[0].shape[d + 1:]
+    if len(parts) == 1:
+        return parts[0]
+    return ir.Cat(shape, dtype, tuple(parts), d, tuple(offsets))
+
+
+@fn(torch.stack)
+def _stack(L, tensors, dim=0):
+    parts = [L.t(t) for t in tensors]
+    d = dim % (len(parts[0].shape) + 1)
+    parts = [ir.reshape(p, p.shape[:d] + (1,) + p.shape[d:]) for p in parts]
+    return _cat(L, parts, d)
