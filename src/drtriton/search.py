@@ -447,9 +447,7 @@ class _Judge:
         self.calls = self.hits = 0
 
     def __call__(self, reference: str, candidate: str) -> Verdict:
-        # the pool's judging settings are part of what a cached verdict means
-        c = self.pool.config
-        key_ref = f"{c.time_compile}\0{c.trials}\0{c.repetitions}\0{reference}"
+        key_ref = f"{judging_settings(self.pool.config)}\0{reference}"
         cached = self.cache.get(key_ref, candidate)
         if cached is not None:
             self.hits += 1
@@ -458,6 +456,18 @@ class _Judge:
         verdict = self.pool.verify(reference, candidate)
         self.cache.put(key_ref, candidate, verdict)
         return verdict
+
+
+# JudgeConfig fields that do not change what a verdict means (where and how long it may run)
+_NOT_JUDGING = ("device", "timeout_s", "seed", "memory_limit_gb", "output_cap_bytes",
+                "scratch_dir", "extra")
+
+
+def judging_settings(config: JudgeConfig) -> str:
+    """Every judge setting a cached verdict depends on (trials, timing, baselines, preset, mode),
+    as text for the cache key: a verdict cached under other settings is not reused."""
+    fields = {k: v for k, v in dataclasses.asdict(config).items() if k not in _NOT_JUDGING}
+    return json.dumps(fields, sort_keys=True, default=str)
 
 
 def _best_candidate(
