@@ -204,3 +204,20 @@ def test_policy_specs():
     )
     with pytest.raises(ValueError, match="unknown policy"):
         parse_policy_spec("gpt")
+
+
+def test_bench_with_search_on_cpu_keeps_a_resumable_verdict_cache(tmp_path):
+    import sqlite3
+
+    out = tmp_path / "search.json"
+    args = ["bench", "--levels", "1", "--num", "1", "--device", "cpu", "--search",
+            "--max-fragment-ops", "2", "--out", str(out)]
+    result = CliRunner().invoke(app, args)
+    assert result.exit_code == 0, result.output
+    (row,) = json.loads(out.read_text())["rows"]
+    assert row["status"] == "correct" and row["chosen"] in ("whole", "composed")
+    assert row["whole_status"] == "correct" and row["candidates_judged"] >= 1
+    cache = tmp_path / "search.json.search.sqlite"  # the default: beside the report
+    with sqlite3.connect(cache) as db:
+        (stored,) = db.execute("select count(*) from verdicts").fetchone()
+    assert stored == row["candidates_judged"]  # every verdict of the search, for a resumed run

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import contextlib
 import csv
+import dataclasses
 import datetime
 import json
 import math
@@ -148,6 +149,9 @@ class BenchConfig:
     device: str = "auto"
     max_fragment_ops: int = 4
     search_wall_s: float = 600.0  # per problem: no new fragment is tried after this
+    # SQLite verdict cache of the search; None: OUT.search.sqlite beside the report, so a run cut
+    # short mid-search resumes without judging its fragments again
+    search_cache: str | None = None
     timeout_s: float = 300.0
     # host-memory cap per candidate process; GPU-scale inputs (up to 16 GB) pass through the host
     memory_limit_gb: float | None = None  # None: 8 on a CPU, 64 on a GPU
@@ -374,6 +378,7 @@ def solve_problem(problem: Problem, config: BenchConfig, pool, fragment_pool=Non
             preset=config.preset,
             max_fragment_ops=config.max_fragment_ops,
             wall_time_s=config.search_wall_s,
+            cache_path=config.search_cache,
         )
         from drtriton.search import compiler_generator, policy_generator
 
@@ -426,6 +431,8 @@ def run_bench(config: BenchConfig, out: Path, on_row=None) -> dict:
     else:
         raise ValueError(f"unknown suite {config.suite!r}; use synthetic or kernelbench")
     rows_path = out.with_name(out.name + ".rows.jsonl")
+    if config.search and config.search_cache is None:
+        config = dataclasses.replace(config, search_cache=str(out.with_name(out.name + ".search.sqlite")))
     device = JudgeConfig(device=config.device).resolved_device()
     judge_config = JudgeConfig(
         preset=config.preset,

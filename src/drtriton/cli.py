@@ -286,6 +286,7 @@ def bench(
     search: bool = typer.Option(False, help="Use test-time fragment search."),
     max_fragment_ops: int = typer.Option(4, help="Largest fragment (operators) when searching."),
     search_wall_s: float = typer.Option(600.0, help="Search wall time per problem (seconds)."),
+    search_cache: Path = typer.Option(None, help="SQLite cache of search verdicts (default: OUT.search.sqlite)."),
     timeout_s: float = typer.Option(300.0, "--timeout-s", help="Judge wall-clock limit per candidate run."),
     mode: str = typer.Option("strict", help="strict | hybrid (judge and compiler)."),
     preset: str = typer.Option("hardened", help="Judge preset: hardened | kernelbench | kernelbench-v0.1."),
@@ -319,7 +320,7 @@ def bench(
         seed=HELD_OUT_SEED if seed is None else seed, programs=str(programs) if programs else None,
         path=str(path) if path else None, policy=policy, samples=samples, search=search, mode=mode, preset=preset,
         max_fragment_ops=max_fragment_ops, search_wall_s=search_wall_s, timeout_s=timeout_s,
-        device=device,
+        device=device, search_cache=str(search_cache) if search_cache else None,
     )  # fmt: skip
     columns = (TextColumn("bench"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(), TextColumn("{task.fields[last]}"))
     with Progress(*columns, console=console) as progress:
