@@ -91,6 +91,8 @@ def test_bench_cli_end_to_end_and_resume(tmp_path):
     args = ["bench", "--levels", "1", "--num", "2", "--device", "cpu", "--out", str(out)]
     result = runner.invoke(app, args)
     assert result.exit_code == 0, result.output
+    # not a terminal: a log line as each problem starts and ends (a bar would print nothing)
+    assert result.output.count("start L1-") == 2 and result.output.count("done  L1-") == 2
     report = json.loads(out.read_text())
     assert report["summary"]["all"]["problems"] == 2
     assert report["summary"]["all"]["accuracy"] is not None

@@ -417,8 +417,11 @@ def solve_problem(problem: Problem, config: BenchConfig, pool, fragment_pool=Non
     return row | {"filter_s": filter_s, "policy_s": policy_s}
 
 
-def run_bench(config: BenchConfig, out: Path, on_row=None) -> dict:
-    """Run (or resume) a benchmark; writes OUT (report JSON), OUT.rows.jsonl, OUT.csv, OUT.png."""
+def run_bench(config: BenchConfig, out: Path, on_row=None, on_start=None) -> dict:
+    """Run (or resume) a benchmark; writes OUT (report JSON), OUT.rows.jsonl, OUT.csv, OUT.png.
+
+    ``on_row(row, total)`` is called as each problem finishes (or is found done), ``on_start(id)``
+    as a problem starts."""
     from drtriton.judge import JudgeConfig, JudgePool
     from drtriton.judge.core import environment_record
 
@@ -463,7 +466,12 @@ def run_bench(config: BenchConfig, out: Path, on_row=None) -> dict:
         # One problem per judge slot at a time (one per GPU): slots are the unit of parallelism.
         workers = pool.size if pool is not None else 1
         with ThreadPoolExecutor(max_workers=workers) as executor:
-            futures = [executor.submit(solve_problem, p, config, pool, fragment_pool) for p in todo]
+            def solve(problem: Problem) -> dict:
+                if on_start is not None:
+                    on_start(problem.id)
+                return solve_problem(problem, config, pool, fragment_pool)
+
+            futures = [executor.submit(solve, p) for p in todo]
             for future in as_completed(futures):
                 row = future.result() | stamp
                 rows_file.write(json.dumps(row) + "\n")

@@ -328,13 +328,29 @@ def bench(
 
         def on_row(row: dict, total: int) -> None:
             progress.update(task, advance=1, total=total, last=f"{row['id']}: {row['status']}")
+            if not console.is_terminal:  # a batch log gets a line per problem, not a bar
+                console.print(_row_line(row), highlight=False, markup=False, soft_wrap=True)
+
+        def on_start(problem_id: str) -> None:
+            if not console.is_terminal:
+                console.print(f"start {problem_id} {time.strftime('%H:%M:%S')}", highlight=False, soft_wrap=True)
 
         try:
-            report = run_bench(config, out, on_row)
+            report = run_bench(config, out, on_row, on_start)
         except (ValueError, FileNotFoundError) as exc:
             fail(str(exc))
     typer.echo(summary_table(report))
     console.print(f"report: {out} (rows: {out.name}.rows.jsonl, {out.with_suffix('.csv').name})")
+
+
+def _row_line(row: dict) -> str:
+    """One log line for a finished benchmark problem."""
+    def x(key: str) -> str:
+        return f"{row[key]:.2f}x" if row.get(key) is not None else "-"
+
+    return (f"done  {row['id']} {row['status']} vs eager {x('speedup_eager')} "
+            f"vs compile {x('speedup_compile')} wall {row.get('wall_s', 0):.0f} s "
+            f"{row.get('reason', '')[:120]}").rstrip()
 
 
 if __name__ == "__main__":
