@@ -1,10 +1,11 @@
 """What runs inside one sandboxed child process: a candidate's trials, or a timing job.
 
-The judge writes a job directory (``job.json`` with the input seeds, ``init.pt``, the reference and
-the program source); the child remakes the inputs from the seeds with the reference's
-``get_inputs`` on its device (the reference is loaded before the candidate) and the judge checks
-their fingerprints. The fork server (``server.py``) forks a child that calls ``run_job`` there. The child writes
-``report.json`` and, for candidates, ``outputs.pt``; the judge reads them after the child exited.
+The judge writes a job directory (``job.json`` with the input seeds, ``init.pt``, the reference
+and the program source); the fork server (``server.py``) forks a child that calls ``run_job``
+there. The child remakes the inputs from the seeds with the reference's ``get_inputs`` on its
+device (the reference is loaded before the candidate; the judge checks their fingerprints), and
+writes ``report.json`` and, for candidates, ``outputs.pt``; the judge reads them after the child
+exited.
 The reference's outputs never enter a candidate process: comparison happens in the judge.
 
 Everything this module needs is bound at import time, in the fork server, before any candidate
