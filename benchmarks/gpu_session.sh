@@ -4,7 +4,7 @@
 #   bash benchmarks/gpu_session.sh judge   # judge suite + timing check (GPU 0) | RL smoke + judge throughput (GPU 1)
 #   bash benchmarks/gpu_session.sh bench   # judge subset (ONLY=...) then strict (GPU 0) | hybrid (GPU 1)
 #   bash benchmarks/gpu_session.sh final   # judge check + throughput (GPU 0) | strict compiler benchmark (GPU 1)
-#   bash benchmarks/gpu_session.sh compiler # compiler benchmark L1/2/5: strict (GPU 0) | hybrid (GPU 1)
+#   bash benchmarks/gpu_session.sh compiler # compiler benchmark L2/1/5: strict, then hybrid (both GPUs)
 #   bash benchmarks/gpu_session.sh strict    # strict compiler benchmark on one GPU (LEVELS, NUM)
 #   bash benchmarks/gpu_session.sh strict_rl # strict compiler benchmark (GPU 0) | RL steps, 7B costs (GPU 1)
 #   bash benchmarks/gpu_session.sh train     # RL steps, judge on both GPUs; then 7B-shape step costs
@@ -60,10 +60,13 @@ case $phase in
      CUDA_VISIBLE_DEVICES=1 timeout 150 python3 benchmarks/bench_judge.py --device cuda --n 6 --workers 1 \
         --out "$res/judge_throughput" > "$res/judge_throughput.log" 2>&1) &
     wait ;;
-  compiler)  # the compiler benchmark: strict (GPU 0) | hybrid (GPU 1), LEVELS (default 2,1,5) in order
-    (CUDA_VISIBLE_DEVICES=0 bench strict --levels "${LEVELS:-2,1,5}" --num "${NUM:-4}" --mode strict --timeout-s 150) &
-    (CUDA_VISIBLE_DEVICES=1 bench hybrid --levels "${LEVELS:-2,1,5}" --num "${NUM:-4}" --mode hybrid --timeout-s 150) &
-    wait ;;
+  compiler)  # the compiler benchmark, LEVELS (default 2,1,5) in order: strict on both GPUs (one
+    # problem per GPU at a time); then hybrid, which reuses the strict verdicts of programs whose
+    # kernels are the same in both modes and judges the rest
+    budget=$((${BUDGET_S:-520} - ${HYBRID_S:-120})) bench strict --levels "${LEVELS:-2,1,5}" --num "${NUM:-8}" \
+        --mode strict --timeout-s 150
+    budget=${HYBRID_S:-120} bench hybrid --levels "${LEVELS:-2,1,5}" --num "${NUM:-8}" --mode hybrid \
+        --timeout-s 150 --reuse-rows benchmarks/results/gpu/strict.json.rows.jsonl ;;
   strict)  # one GPU: the strict compiler benchmark, resuming (LEVELS, NUM)
     bench strict --levels "${LEVELS:-1,2,5}" --num "${NUM:-4}" --mode strict --timeout-s 100 ;;
   strict_rl)  # GPU 0: the strict compiler benchmark (resumes, LEVELS); GPU 1: a few RL steps, then

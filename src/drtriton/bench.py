@@ -155,6 +155,9 @@ class BenchConfig:
     timeout_s: float = 300.0
     # host-memory cap per candidate process; GPU-scale inputs (up to 16 GB) pass through the host
     memory_limit_gb: float | None = None  # None: 8 on a CPU, 64 on a GPU
+    # rows of the same problems judged in the other mode (compiler policy, no search): where the
+    # compiler writes the same kernels in both modes, a correct verdict there is reused here
+    reuse_rows: str | None = None
 
     def memory_limit(self, device: str) -> float:
         return self.memory_limit_gb or (64.0 if device.startswith("cuda") else 8.0)
@@ -357,12 +360,50 @@ def _policy(config: BenchConfig, device: str):
     return load_policy(config.policy, device)
 
 
-def solve_problem(problem: Problem, config: BenchConfig, pool, fragment_pool=None) -> dict:
+def _body(candidate: str) -> str:
+    """A compiler candidate without its first line (the docstring line naming the mode)."""
+    return candidate.split("\n", 1)[-1]
+
+
+def reused_row(problem: Problem, config: BenchConfig, device: str, other: dict | None) -> dict | None:
+    """The other mode's row for this problem, when it still holds here: the compiler writes the
+    same kernels in both modes (only the docstring's mode differs) and that verdict was correct.
+    Only strict to hybrid: a correct strict verdict holds in hybrid mode, which allows more; the
+    reverse need not hold, and an incorrect verdict is judged again rather than trusted."""
+    from drtriton.compiler import CompilerConfig, compile_program
+
+    if other is None or other.get("status") != "correct":
+        return None
+    if (other.get("env") or {}).get("mode") != "strict":
+        return None
+    if config.mode == "strict" or config.policy != "compiler" or config.search:
+        return None
+    target = "cuda" if device.startswith("cuda") else "cpu"
+    try:
+        ours = compile_program(problem.source, CompilerConfig(mode=config.mode, device=target))
+        theirs = compile_program(problem.source, CompilerConfig(mode="strict", device=target))
+    except Exception:  # noqa: BLE001 - judged the ordinary way, which reports the error
+        return None
+    if _body(ours) != _body(theirs):
+        return None
+    source = {k: other.get("env", {}).get(k) for k in ("commit", "source_sha", "date", "device")}
+    return {k: v for k, v in other.items() if k != "env"} | {
+        "verdict_reused_from": {"mode": "strict"} | source,
+        "reason": "same kernels as the strict candidate: its correct strict verdict and timings",
+    }
+
+
+def solve_problem(
+    problem: Problem, config: BenchConfig, pool, fragment_pool=None, other_mode_row: dict | None = None
+) -> dict:
     """Produce a candidate for one problem with the configured policy and judge it."""
     from drtriton.compiler import CompilerConfig, compile_program
 
     started = time.perf_counter()
     device = pool.config.resolved_device()
+    reused = reused_row(problem, config, device, other_mode_row)
+    if reused is not None:
+        return reused
     invalid = _invalid_reference(problem, device)
     filter_s = round(time.perf_counter() - started, 3)
     if invalid:
@@ -450,6 +491,7 @@ def run_bench(config: BenchConfig, out: Path, on_row=None, on_start=None) -> dic
         rows = (json.loads(line) for line in rows_path.read_text().splitlines() if line)
         done = {r["id"]: r for r in rows if _resumable(r, stamp["env"])}
     todo = [p for p in problems if p.id not in done]
+    other_mode = _reusable_rows(config.reuse_rows, stamp["env"])
     with contextlib.ExitStack() as stack:
         pool = stack.enter_context(JudgePool(judge_config)) if todo else None
         fragment_pool = None
@@ -469,7 +511,7 @@ def run_bench(config: BenchConfig, out: Path, on_row=None, on_start=None) -> dic
             def solve(problem: Problem) -> dict:
                 if on_start is not None:
                     on_start(problem.id)
-                return solve_problem(problem, config, pool, fragment_pool)
+                return solve_problem(problem, config, pool, fragment_pool, other_mode.get(problem.id))
 
             futures = [executor.submit(solve, p) for p in todo]
             for future in as_completed(futures):
@@ -484,7 +526,18 @@ def run_bench(config: BenchConfig, out: Path, on_row=None, on_start=None) -> dic
     return write_report(config, rows, out, environment)
 
 
-RESUME_KEYS = ("preset", "precision", "compile_baseline")
+RESUME_KEYS = ("preset", "precision", "compile_baseline", "mode")
+
+
+def _reusable_rows(path: str | None, stamp: dict) -> dict[str, dict]:
+    """The latest row per problem id of another run's rows file, judged under these settings."""
+    if path is None:
+        return {}
+    if not Path(path).exists():
+        raise ValueError(f"--reuse-rows: no such file {path}")
+    rows = (json.loads(line) for line in Path(path).read_text().splitlines() if line)
+    same_settings = {**stamp, "mode": "strict"}  # the other run's mode, otherwise the same
+    return {r["id"]: r for r in rows if _resumable(r, same_settings)}
 
 
 def _resumable(row: dict, stamp: dict) -> bool:
@@ -510,6 +563,7 @@ def _row_stamp(judge_config) -> dict:
             "compile_baseline": "checked" if judge_config.time_compile else "off",
             "preset": judge_config.preset,
             "precision": judge_config.precision,
+            "mode": judge_config.mode,
         }
     }
 

@@ -292,6 +292,9 @@ def bench(
     preset: str = typer.Option("hardened", help="Judge preset: hardened | kernelbench | kernelbench-v0.1."),
     device: str = typer.Option("auto", help="auto | cpu | cuda."),
     seed: int = typer.Option(None, help="Synthetic seed (default: the held-out benchmark seed)."),
+    reuse_rows: Path = typer.Option(
+        None, help="Hybrid runs: a strict run's rows (OUT.rows.jsonl); its correct verdicts stand where the compiler writes the same kernels in both modes."
+    ),
 ) -> None:
     """Benchmark a policy: accuracy, fast_p against eager and torch.compile, geomean speedups."""
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
@@ -314,6 +317,8 @@ def bench(
         fail(f"--programs: no such file {programs}")
     if search_wall_s <= 0 or timeout_s <= 0:
         fail("--search-wall-s and --timeout-s must be positive")
+    if reuse_rows is not None and not reuse_rows.exists():
+        fail(f"--reuse-rows: no such file {reuse_rows}")
     _check_writable(out)
     config = BenchConfig(
         suite=suite, levels=_int_list(levels, "--levels"), num=num, scale=scale,
@@ -321,6 +326,7 @@ def bench(
         path=str(path) if path else None, policy=policy, samples=samples, search=search, mode=mode, preset=preset,
         max_fragment_ops=max_fragment_ops, search_wall_s=search_wall_s, timeout_s=timeout_s,
         device=device, search_cache=str(search_cache) if search_cache else None,
+        reuse_rows=str(reuse_rows) if reuse_rows else None,
     )  # fmt: skip
     columns = (TextColumn("bench"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(), TextColumn("{task.fields[last]}"))
     with Progress(*columns, console=console) as progress:
