@@ -11,6 +11,7 @@
 #   bash benchmarks/gpu_session.sh search_train # search L5/L20 (GPU 0) | RL steps + 7B step costs (GPU 1)
 #   bash benchmarks/gpu_session.sh profile # compiler diagnostics (GPU 0) | judge throughput (GPU 1)
 #   bash benchmarks/gpu_session.sh hybrid  # compiler benchmark, hybrid mode
+#   bash benchmarks/gpu_session.sh search_ac # search L5 first program (GPU 0) | all-correct A/B, search second (GPU 1)
 #   bash benchmarks/gpu_session.sh search  # fragment search (with its whole-program contestant), L5/L20
 # Needs: torch, triton, transformers (there), OR-Tools wheels in .whl/ (carried) for the synthesis
 # filters that the benchmark re-runs on the GPU. Pass DRTRITON_COMMIT=<your HEAD's short hash>
@@ -91,6 +92,17 @@ case $phase in
         --budget-s $((budget - 190)) > "$res/rl.log" 2>&1
      CUDA_VISIBLE_DEVICES=1 timeout 130 python3 benchmarks/gpu_7b_cost.py --out "$res/cost7b" > "$res/cost7b.log" 2>&1) &
     wait ;;
+  search_ac)  # GPU 0: fragment search on the first program of LEVELS (default 5); GPU 1: the
+    # --all-correct A/B, then the search on the second program
+    python3 benchmarks/second_programs.py benchmarks/programs/synthetic_gpu_heldout.jsonl /tmp/second.jsonl
+    (CUDA_VISIBLE_DEVICES=0 bench search_a --levels "${LEVELS:-5}" --num 1 --mode strict --search \
+        --max-fragment-ops "${MAX_OPS:-3}" --search-wall-s "${SEARCH_S:-300}" --timeout-s 150) &
+    (CUDA_VISIBLE_DEVICES=1 timeout 200 python3 benchmarks/gpu_all_correct.py \
+        --programs benchmarks/programs/rl_smoke_gpu.jsonl --out "$res/all_correct" > "$res/all_correct.log" 2>&1
+     CUDA_VISIBLE_DEVICES=1 budget=$((budget - 200)) bench_file /tmp/second.jsonl search_b --levels "${LEVELS:-5}" \
+        --num 1 --mode strict --search --max-fragment-ops "${MAX_OPS:-3}" --search-wall-s "${SEARCH_S:-300}" \
+        --timeout-s 150) &
+    wait ;;
   bench)  # GPU 0: the judge's failing cases with full reasons, then strict; GPU 1: hybrid
     (CUDA_VISIBLE_DEVICES=0 timeout 120 python3 benchmarks/gpu_judge_check.py --out "$res/judge_only" --skip-timing \
         --only "${ONLY:-}" > "$res/judge_only.log" 2>&1
@@ -117,16 +129,7 @@ case $phase in
   search)  # fragment search on levels 5 and 20, strict; each row also holds the whole-program
     # candidate's verdict from the same run. GPU 0 takes the first program of each level, GPU 1
     # the second (a programs file without the first ones).
-    python3 - <<'PY'
-import json
-seen = {}
-with open("benchmarks/programs/synthetic_gpu_heldout.jsonl") as f, open("/tmp/second.jsonl", "w") as out:
-    for line in f:
-        level = json.loads(line)["level"]
-        seen[level] = seen.get(level, 0) + 1
-        if seen[level] > 1:
-            out.write(line)
-PY
+    python3 benchmarks/second_programs.py benchmarks/programs/synthetic_gpu_heldout.jsonl /tmp/second.jsonl
     (CUDA_VISIBLE_DEVICES=0 bench search_a --levels 5,20 --num 1 --mode strict --search \
         --max-fragment-ops "${MAX_OPS:-3}" --search-wall-s "${SEARCH_S:-150}" --timeout-s 150) &
     (CUDA_VISIBLE_DEVICES=1 bench_file /tmp/second.jsonl search_b --levels 5,20 --num 1 --mode strict --search \
