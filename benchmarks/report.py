@@ -82,6 +82,33 @@ def _fmt(x) -> str:
     return "-" if x is None else (f"{x:.2f}" if isinstance(x, float) else str(x))
 
 
+def _side_by_side(rows: list[dict], notes: dict[str, str]) -> list[dict]:
+    """One line per problem: eager and torch.compile times (from the strict run), then each mode's
+    time and ratios; a hybrid row that reused the strict verdict (same kernels) says so."""
+    by_id: dict[str, dict[str, dict]] = {}
+    for r in rows:
+        by_id.setdefault(r["id"], {})[r["mode"]] = r
+    lines = []
+    for pid, modes in by_id.items():
+        base = modes.get("strict") or modes["hybrid"]
+        line = {"problem": pid.rsplit("-", 1)[0], "ops": base["ops"], "eager_ms": _fmt(base["eager_ms"]),
+                "compile_ms": _fmt(base["compile_ms"])}
+        for mode in ("strict", "hybrid"):
+            r = modes.get(mode)
+            if r is None:
+                line |= {f"{mode}_ms": "not run", f"{mode}_vs_eager": "", f"{mode}_vs_compile": ""}
+            elif mode == "hybrid" and r.get("verdict_reused_from"):
+                line |= {"hybrid_ms": "= strict (same kernels)", "hybrid_vs_eager": "", "hybrid_vs_compile": ""}
+            elif r["status"] != "correct":
+                line |= {f"{mode}_ms": r["status"], f"{mode}_vs_eager": "", f"{mode}_vs_compile": ""}
+            else:
+                line |= {f"{mode}_ms": _fmt(r["runtime_ms"]), f"{mode}_vs_eager": _fmt(r["speedup_eager"]),
+                         f"{mode}_vs_compile": _fmt(r["speedup_compile"])}
+        line["note"] = " / ".join(dict.fromkeys(x for x in (_reason(m, notes) for m in modes.values()) if x))
+        lines.append(line)
+    return lines
+
+
 def gpu_compiler_block() -> str | None:
     """Per-level summaries and per-problem rows of the H200 runs of `drtriton bench`."""
     from drtriton.bench import summarize
@@ -102,13 +129,7 @@ def gpu_compiler_block() -> str | None:
                                 "geomean_vs_compile": _fmt(s["geomean_compile"]),
                                 "fast_1_eager": _fmt(s["fast_1_eager"]),
                                 "fast_1_compile": _fmt(s["fast_1_compile"])})
-    per_problem = [
-        {"mode": r["mode"], "problem": r["id"].rsplit("-", 1)[0], "ops": r["ops"], "status": r["status"],
-         "runtime_ms": _fmt(r["runtime_ms"]), "eager_ms": _fmt(r["eager_ms"]),
-         "compile_ms": _fmt(r["compile_ms"]), "vs_eager": _fmt(r["speedup_eager"]),
-         "vs_compile": _fmt(r["speedup_compile"]), "note": _reason(r, notes)}
-        for r in rows
-    ]
+    per_problem = _side_by_side(rows, notes)
     envs = sorted({f"{e['device']}, torch {e['torch']}, triton {e['triton']}, {e['date']}"
                    for e in (r["env"] for r in rows if "env" in r)})
     commits = sorted({r["env"]["commit"] for r in rows if "env" in r})
