@@ -12,6 +12,7 @@
 #   bash benchmarks/gpu_session.sh profile # compiler diagnostics (GPU 0) | judge throughput (GPU 1)
 #   bash benchmarks/gpu_session.sh hybrid  # compiler benchmark, hybrid mode
 #   bash benchmarks/gpu_session.sh search_ac # search L5 first program (GPU 0) | all-correct A/B, search second (GPU 1)
+#   bash benchmarks/gpu_session.sh finish    # strict then hybrid benchmark (GPU 0) | all-correct A/B, search L5 (GPU 1)
 #   bash benchmarks/gpu_session.sh search  # fragment search (with its whole-program contestant), L5/L20
 # Needs: torch, triton, transformers (there), OR-Tools wheels in .whl/ (carried) for the synthesis
 # filters that the benchmark re-runs on the GPU. Pass DRTRITON_COMMIT=<your HEAD's short hash>
@@ -102,6 +103,18 @@ case $phase in
      CUDA_VISIBLE_DEVICES=1 budget=$((budget - 200)) bench_file /tmp/second.jsonl search_b --levels "${LEVELS:-5}" \
         --num 1 --mode strict --search --max-fragment-ops "${MAX_OPS:-3}" --search-wall-s "${SEARCH_S:-300}" \
         --timeout-s 150) &
+    wait ;;
+  finish)  # GPU 0: the strict compiler benchmark (resumes; LEVELS default 5,2), then hybrid with
+    # reuse; GPU 1: the --all-correct A/B, then the fragment search on the first level-5 program
+    (export CUDA_VISIBLE_DEVICES=0
+     budget=$((budget - ${HYBRID_S:-100})) bench strict --levels "${LEVELS:-5,2}" --num 8 --mode strict --timeout-s 150
+     budget=${HYBRID_S:-100} bench hybrid --levels "${LEVELS:-5,2}" --num 8 --mode hybrid --timeout-s 150 \
+        --reuse-rows benchmarks/results/gpu/strict.json.rows.jsonl) &
+    (export CUDA_VISIBLE_DEVICES=1
+     timeout 170 python3 benchmarks/gpu_all_correct.py --programs benchmarks/programs/rl_smoke_gpu.jsonl \
+        --out "$res/all_correct" > "$res/all_correct.log" 2>&1
+     budget=$((budget - 175)) bench search_a --levels 5 --num 1 --mode strict --search \
+        --max-fragment-ops "${MAX_OPS:-3}" --search-wall-s "${SEARCH_S:-170}" --timeout-s 150) &
     wait ;;
   bench)  # GPU 0: the judge's failing cases with full reasons, then strict; GPU 1: hybrid
     (CUDA_VISIBLE_DEVICES=0 timeout 120 python3 benchmarks/gpu_judge_check.py --out "$res/judge_only" --skip-timing \

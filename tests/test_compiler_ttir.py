@@ -1,0 +1,68 @@
+"""The compiler's GPU emission, compiled by Triton for an sm_90 target (no GPU needed): no kernel
+may end up with a TF32 dot. Triton's combine pass rewrites sum(a[:, :, None] * b[None, :, :], 1)
+into a TF32 ``tt.dot``; the hardened judge rejected a level-5 program on the H200 for it."""
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+from drtriton.compiler import CompilerConfig, compile_program
+
+HERE = Path(__file__).parent
+
+PROGRAM = """
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+
+class Model(nn.Module):
+    def __init__(self):
+        super().__init__()
+
+    def forward(self, x0, w0, w1, a, b):
+        t0 = F.conv_transpose1d(x0, w0, stride=3, groups=2)  # 12 output channels per group
+        t1 = F.conv2d(t0.reshape(2, 24, 3, 9), w1)  # 4 output channels
+        return t1, torch.bmm(a, b)
+
+
+def get_inputs():
+    return [torch.randn(2, 64, 9), torch.randn(64, 12, 3), torch.randn(4, 24, 3, 3),
+            torch.randn(3, 40, 48), torch.randn(3, 48, 24)]
+
+
+def get_init_inputs():
+    return []
+"""
+
+
+def _dots(candidate: str, tmp_path: Path) -> dict[str, list[str]]:
+    path = tmp_path / "candidate.py"
+    path.write_text(candidate)
+    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
+    done = subprocess.run([sys.executable, str(HERE / "ttir_dots.py"), str(path)], env=env,
+                          capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr[-2000:]
+    return json.loads(done.stdout)
+
+
+def test_gpu_emission_has_no_tf32_dot(tmp_path):
+    candidate = compile_program(PROGRAM, CompilerConfig(mode="strict", device="cuda"))
+    assert "tl.sum(" in candidate and "tl.dot(" in candidate  # both paths are exercised
+    found = _dots(candidate, tmp_path)
+    assert any("conv_transpose1d" in k for k in found) and any("bmm" in k for k in found)
+    lines = [line for per_kernel in found.values() for line in per_kernel]
+    assert lines, "the bmm's tl.dot should appear"
+    assert not [line for line in lines if "inputPrecision" in line and "ieee" not in line], found
+
+
+def test_the_check_catches_the_rewritten_broadcast_sum(tmp_path):
+    """The check itself: the old narrow form becomes a TF32 dot after compilation."""
+    candidate = compile_program(PROGRAM, CompilerConfig(mode="strict", device="cuda"))
+    old = candidate.replace(
+        "[:, None, :] * tl.trans(", "[:, :, None] * (").replace("[None, :, :], 2)", "[None, :, :], 1)")
+    assert old != candidate
+    found = _dots(old, tmp_path)
+    assert any("tf32" in line for per_kernel in found.values() for line in per_kernel)

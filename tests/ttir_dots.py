@@ -1,0 +1,56 @@
+"""Compile every kernel of a candidate for an sm_90 GPU (no GPU needed) and print its dot ops.
+
+    python tests/ttir_dots.py CANDIDATE.py   # JSON: {kernel: ["tt.dot ... lines"]}
+
+Run without TRITON_INTERPRET (the interpreter has no compiler passes). Used by
+test_compiler_ttir.py: Triton's combine pass can turn a broadcast-multiply-sum into a TF32
+``tt.dot``, which only shows after compilation.
+"""
+
+import importlib.util
+import json
+import re
+import sys
+
+import triton
+from triton.backends.compiler import GPUTarget
+from triton.compiler import ASTSource
+
+TARGET = GPUTarget("cuda", 90, 32)
+
+
+def launch_constexprs(source: str, name: str) -> dict:
+    """Keyword constants of a fixed launch, e.g. ``k2[(1,)](a, b, 1, BM=1, num_warps=4)``."""
+    match = re.search(rf"{name}\[.*?\]\((.*)\)\s*$", source, re.M)
+    pairs = re.findall(r"(\w+)=(\d+)", match.group(1)) if match else []
+    return {k: int(v) for k, v in pairs if k not in ("num_warps", "num_stages")}
+
+
+def dots(path: str) -> dict[str, list[str]]:
+    source = open(path).read()
+    spec = importlib.util.spec_from_file_location("candidate", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    out = {}
+    for name, obj in vars(module).items():
+        if isinstance(obj, triton.runtime.Autotuner):
+            settings = [c.all_kwargs() for c in obj.configs]
+            fn = obj.fn
+        elif isinstance(obj, triton.runtime.JITFunction):
+            settings, fn = [launch_constexprs(source, name)], obj
+        else:
+            continue
+        for k, setting in enumerate(settings):
+            constexprs = {p.name: setting[p.name] for p in fn.params if p.is_constexpr}
+            signature = {
+                p.name: "constexpr" if p.is_constexpr else ("*fp32" if p.name.endswith("_ptr") else "i32")
+                for p in fn.params
+            }
+            src = ASTSource(fn=fn, signature=signature, constexprs=constexprs)
+            ttir = triton.compile(src, target=TARGET).asm["ttir"]
+            out[f"{name}#{k}"] = [line.strip()[:200] for line in ttir.splitlines() if "tt.dot" in line]
+    return out
+
+
+if __name__ == "__main__":
+    print(json.dumps(dots(sys.argv[1])))
