@@ -36,7 +36,7 @@ def dots(path: str) -> dict[str, list[str]]:
         if isinstance(obj, triton.runtime.Autotuner):
             settings = [c.all_kwargs() for c in obj.configs]
             fn = obj.fn
-        elif isinstance(obj, triton.runtime.JITFunction):
+        elif isinstance(obj, triton.runtime.JITFunction) and f"{name}[" in source:  # launched
             settings, fn = [launch_constexprs(source, name)], obj
         else:
             continue
