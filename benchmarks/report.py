@@ -89,7 +89,12 @@ def _side_by_side(rows: list[dict], notes: dict[str, str]) -> list[dict]:
     for r in rows:
         by_id.setdefault(r["id"], {})[r["mode"]] = r
     lines = []
-    for pid, modes in by_id.items():
+
+    def order(pid: str) -> tuple[int, int]:  # level, then index in the sample
+        level, index = pid.split("-")[:2]
+        return int(level[1:]), int(index) if index.isdigit() else 0
+
+    for pid, modes in sorted(by_id.items(), key=lambda item: order(item[0])):
         base = modes.get("strict") or modes["hybrid"]
         line = {"problem": pid.rsplit("-", 1)[0], "ops": base["ops"], "eager_ms": _fmt(base["eager_ms"]),
                 "compile_ms": _fmt(base["compile_ms"])}
@@ -107,6 +112,12 @@ def _side_by_side(rows: list[dict], notes: dict[str, str]) -> list[dict]:
         line["note"] = " / ".join(dict.fromkeys(x for x in (_reason(m, notes) for m in modes.values()) if x))
         lines.append(line)
     return lines
+
+
+def _coverage(rows: list[dict]) -> str:
+    """Which programs the rows cover, per level: 'level 1: 8 programs, level 2: 8 programs'."""
+    levels = sorted({r["level"] for r in rows})
+    return ", ".join(f"level {lv}: {len({r['id'] for r in rows if r['level'] == lv})} programs" for lv in levels)
 
 
 def gpu_compiler_block() -> str | None:
@@ -143,9 +154,10 @@ def gpu_compiler_block() -> str | None:
         + (f"{sum(r.get('compile_was_eager', False) for r in rows)} rows were judged before the "
            "torch.compile baseline was fixed (it ran eagerly, commit be9caa6): their compile "
            "columns are blank; " if any(r.get("compile_was_eager") for r in rows) else "")
-        + "the "
-        "first rows of the held-out GPU sample (`benchmarks/programs/synthetic_gpu_heldout.jsonl`) "
-        "per level, as many as the session's device time allowed; generated from "
+        + f"{_coverage(rows)} of the held-out GPU sample "
+        "(`benchmarks/programs/synthetic_gpu_heldout.jsonl`, 8 programs per level); a program whose "
+        "reference fails the synthesis filters on the GPU (`invalid_reference`) is listed but not "
+        "counted; generated from "
         "`benchmarks/results/gpu/*.rows.jsonl` and the recorded analyses in `notes.json`._"
     )
 
