@@ -11,6 +11,7 @@ from drtriton.search import (
     Choice,
     Fragment,
     SearchConfig,
+    _is_free,
     _segments,
     best_cover,
     compose,
@@ -84,6 +85,25 @@ def test_getters_stay_with_their_producer():
     traced = trace(PROGRAM)
     for start, _stop in _segments(traced, 4):
         assert traced.nodes[start].target is not getattr or start == 0
+
+
+def test_segments_start_with_a_cover_of_the_largest_ranges():
+    """A search cut short after a few fragment verdicts can still compose: the first ranges judged
+    cover the program left to right; every range is still offered once."""
+    traced = trace(PROGRAM)
+    n = len(traced.nodes)
+    segments = _segments(traced, 2)
+    assert len(set(segments)) == len(segments)
+    position, head = 0, 0
+    while position < n:
+        start, stop = segments[head]
+        assert start == position and stop > start
+        assert stop == max(b for a, b in segments if a == start)  # the largest range there
+        position, head = stop, head + 1
+    singles = [s for s in segments if sum(not _is_free(x) for x in traced.nodes[s[0]:s[1]]) == 1]
+    assert head < len(segments) and len(singles) >= head  # the rest follows, singles included
+    fake = {s: _choice(*s, 1.0) for s in segments[:head]}
+    assert best_cover(n, fake) is not None  # composable from the head alone
 
 
 def test_composition_of_all_segmentations_matches_the_program():
