@@ -210,6 +210,7 @@ def test_fragments_are_judged_as_a_prefilter():
     whole = JudgeConfig(device="cpu", trials=5, repetitions=100)
     frag = fragment_judge_config(whole)
     assert (frag.trials, frag.repetitions, frag.time_compile) == (2, 30, False)
+    assert (frag.input_sets, frag.timing_budget_s) == (1, 10.0)
     assert (frag.preset, frag.mode, frag.device) == (whole.preset, whole.mode, whole.device)
 
 
