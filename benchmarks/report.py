@@ -114,6 +114,22 @@ def _side_by_side(rows: list[dict], notes: dict[str, str]) -> list[dict]:
     return lines
 
 
+def _plots(rows: list[dict]) -> list[tuple[str, str]]:
+    """Speedup histograms per mode from the latest rows (the reports' own plots cover one run)."""
+    import importlib.util
+
+    from drtriton.bench import plot_speedups
+
+    if importlib.util.find_spec("matplotlib") is None:  # the README would silently lose its plots
+        raise SystemExit("report.py draws the README's plots with matplotlib: pip install -e '.[plot]'")
+    made = []
+    for mode in ("strict", "hybrid"):
+        path = RESULTS / "gpu" / f"compiler_{mode}.png"
+        if plot_speedups([r for r in rows if r["mode"] == mode], path):
+            made.append((mode, str(path.relative_to(ROOT))))
+    return made
+
+
 def _coverage(rows: list[dict]) -> str:
     """Which programs the rows cover, per level: 'level 1: 8 programs, level 2: 8 programs'."""
     levels = sorted({r["level"] for r in rows})
@@ -146,10 +162,12 @@ def gpu_compiler_block() -> str | None:
     commits = sorted({r["env"]["commit"] for r in rows if "env" in r})
     env_text = ("; ".join(envs) or "NVIDIA H200, torch 2.11.0+cu130, triton 3.6.0") + (
         f" (commits {', '.join(commits)})" if commits else "")
+    plots = _plots(rows)
     return (
         markdown_table(summary, list(summary[0]))
         + "\n\n"
         + markdown_table(per_problem, list(per_problem[0]))
+        + "".join(f"\n\n![{mode} speedups]({path})" for mode, path in plots)
         + f"\n\n_{env_text}; judge preset hardened (fp32, TF32 off for the baselines too); "
         + (f"{sum(r.get('compile_was_eager', False) for r in rows)} rows were judged before the "
            "torch.compile baseline was fixed (it ran eagerly, commit be9caa6): their compile "
