@@ -82,6 +82,40 @@ def test_cpu_chain_fast(tmp_path):
     check_run(tmp_path, 3)
 
 
+def test_sft_with_lora_writes_a_plain_merged_checkpoint(tmp_path):
+    model, prog, pairs = tmp_path / "tiny", tmp_path / "programs.jsonl", tmp_path / "pairs.jsonl"
+    invoke("init-model", "--preset", "tiny", "--out", model)
+    invoke("synth", "--level", "1", "--num", 2, "--out", prog, "--seed", 3)
+    invoke("pairs", "--programs", prog, "--out", pairs, "--device", "cpu", "--judge-workers", 2)
+    invoke("sft", "--model", model, "--pairs", pairs, "--out", tmp_path / "sft", "--max-steps", 2,
+           "--batch-size", 2, "--lr", "1e-2", "--lora", "--lora-rank", 4)
+    assert not (tmp_path / "sft" / "adapter_config.json").exists()
+    trained, base = weights(tmp_path / "sft"), weights(model)
+    assert set(trained) == set(base) and any(not torch.equal(base[k], trained[k]) for k in base)
+
+
+def test_rl_with_lora_trains_adapters_resumes_and_exports_a_merged_model(tmp_path):
+    model, prog, out = tmp_path / "tiny", tmp_path / "programs.jsonl", tmp_path / "rl"
+    invoke("init-model", "--preset", "tiny", "--out", model)
+    invoke("synth", "--level", "1", "--num", 2, "--out", prog, "--seed", 3)
+    args = ("rl", "--model", model, "--programs", prog, "--out", out, "--programs-per-step", 2,
+            "--n", 3, "--teacher-mix", 1, "--max-new-tokens", 16, "--device", "cpu", "--lr", "1e-2",
+            "--judge-workers", 2, "--lora", "--lora-rank", 4)
+    invoke(*args, "--max-steps", 2)
+    assert (out / "checkpoint" / "adapter_config.json").exists()  # adapters, not a full copy
+    assert not (out / "checkpoint" / "model.safetensors").exists()
+    merged, base = weights(out / "merged"), weights(model)
+    assert set(merged) == set(base)  # a plain checkpoint with the base's parameter names
+    assert any(not torch.equal(base[k], merged[k]) for k in base)  # the adapters learned something
+    assert all(torch.isfinite(v).all() for v in merged.values())
+    # resuming needs the same mode; with it, the run continues at step 3
+    wrong = runner.invoke(app, [str(a) for a in args if a != "--lora"] + ["--max-steps", "3", "--resume"])
+    assert wrong.exit_code == 2 and "with --lora" in " ".join(wrong.output.split())
+    invoke(*args, "--max-steps", 3, "--resume")
+    rows = read_metrics(out / "metrics.jsonl")
+    assert [r["step"] for r in rows] == [1, 2, 3] and all(math.isfinite(r["loss"]) for r in rows)
+
+
 @pytest.mark.slow
 def test_cpu_chain_longer_with_grpo_ablation(tmp_path):
     run_chain(tmp_path, programs=6, sft_steps=6, rl_steps=4)

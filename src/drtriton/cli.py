@@ -209,13 +209,15 @@ def sft(
     lr: float = typer.Option(1e-5, help="Learning rate."),
     max_length: int = typer.Option(8192, help="Longest training sequence (tokens)."),
     lora: bool = typer.Option(False, help="Train LoRA adapters (merged into the saved model)."),
+    lora_rank: int = typer.Option(16, help="LoRA rank (with --lora)."),
 ) -> None:
     """Supervised warm-up with TRL's SFTTrainer (loss on the answer only)."""
     from drtriton.train.commands import sft_command
     from drtriton.train.sft import SFTRunConfig
 
     config = SFTRunConfig(str(model), str(pairs), str(out), max_steps=max_steps,
-                          batch_size=batch_size, lr=lr, max_length=max_length, lora=lora)
+                          batch_size=batch_size, lr=lr, max_length=max_length, lora=lora,
+                          lora_rank=lora_rank)
     _run_training(sft_command, config)
 
 
@@ -242,6 +244,8 @@ def rl(
     save_every: int = typer.Option(1, help="Checkpoint every N steps."),
     seed: int = typer.Option(0, help="Run seed."),
     resume: bool = typer.Option(False, help="Continue from OUT/checkpoint."),
+    lora: bool = typer.Option(False, help="Train LoRA adapters on a frozen base (bf16 on a GPU); merged into OUT/merged at the end."),
+    lora_rank: int = typer.Option(16, help="LoRA rank (with --lora)."),
 ) -> None:
     """Curriculum RL with DRPO: sample, judge, update; metrics.jsonl and resumable checkpoints."""
     from drtriton.train.commands import rl_command
@@ -256,7 +260,7 @@ def rl(
         n=n, max_new_tokens=max_new_tokens, objective=objective, tau=tau, lam=lam,
         all_correct=all_correct, lr=lr, levels=level_list, advance_at=advance_at, window=window,
         device=device, judge_workers=judge_workers, teacher_mix=teacher_mix, save_every=save_every,
-        seed=seed, resume=resume,
+        seed=seed, resume=resume, lora=lora, lora_rank=lora_rank,
     )
     _run_training(rl_command, config)
 

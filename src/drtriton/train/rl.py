@@ -15,7 +15,9 @@ back-propagate sum_i (dL/ds_i) s_i(theta) plus the trust-region term.
 
 Every step appends one line to ``OUT/metrics.jsonl``; ``OUT/checkpoint`` (a transformers
 checkpoint plus optimizer and loop state) is replaced atomically every ``save_every`` steps, so
-``resume=True`` continues a killed run losing at most the steps since the last save.
+``resume=True`` continues a killed run losing at most the steps since the last save. With
+``lora=True`` the base model stays frozen (bf16 on CUDA) and only adapters train: the checkpoint
+holds the adapters, and a finished run also writes the merged model to ``OUT/merged``.
 
     drtriton rl --model runs/sft --programs programs.jsonl --out runs/rl --max-steps 100
 """
@@ -53,6 +55,7 @@ from drtriton.train.drpo import (
     speed_reward,
     token_kl,
 )
+from drtriton.train.lora import is_adapter_dir, with_adapters
 from drtriton.train.pairs import read_programs
 
 
@@ -87,6 +90,8 @@ class RLConfig:
     judge_timeout_s: float = 120.0
     judge_repetitions: int = 100
     teacher_mix: int = 0
+    lora: bool = False  # train adapters on a frozen base (bf16 on CUDA): a 7B policy fits one GPU
+    lora_rank: int = 16
     save_every: int = 1
     seed: int = 0
     resume: bool = False
@@ -101,6 +106,7 @@ class RLConfig:
             (1 <= self.mini_batches <= self.programs_per_step, "mini_batches must be in [1, programs_per_step]"),
             (self.micro_batch >= 1 and self.save_every >= 1, "micro_batch and save_every must be >= 1"),
             (bool(self.levels), "levels must not be empty"),
+            (self.lora_rank >= 1, "lora_rank must be >= 1"),
         ]
         for ok, message in checks:
             if not ok:
@@ -218,7 +224,7 @@ class RLRun:
     """State of one RL run: model, optimizer, judge pool, curriculum, step counter."""
 
     def __init__(self, config: RLConfig) -> None:
-        from transformers import AutoModelForCausalLM, AutoTokenizer
+        from transformers import AutoTokenizer
 
         config.validate()
         self.config = config
@@ -243,18 +249,46 @@ class RLRun:
             source = str(checkpoint)
         elif (self.out / "metrics.jsonl").exists() and not config.resume:
             raise ValueError(f"{self.out} already holds a run; pass --resume or choose another --out")
+        resuming = source != config.model
+        if resuming and is_adapter_dir(checkpoint) != config.lora:
+            written = "with" if is_adapter_dir(checkpoint) else "without"
+            raise ValueError(f"{checkpoint} was written {written} --lora; resume it the same way")
         self.tokenizer = AutoTokenizer.from_pretrained(source)
-        # fp32 master weights; on CUDA the passes run under bf16 autocast.
-        self.model = AutoModelForCausalLM.from_pretrained(source, dtype=torch.float32)
-        self.model.to(self.device)
-        self.model.config.use_cache = True
-        self.optimizer = torch.optim.AdamW(self.model.parameters(), lr=config.lr, weight_decay=0.0)
-        if source != config.model:
+        self.model = self._load_model(checkpoint if resuming else None)
+        trainable = [p for p in self.model.parameters() if p.requires_grad]
+        self.optimizer = torch.optim.AdamW(trainable, lr=config.lr, weight_decay=0.0)
+        if resuming:
             self._load_state(checkpoint)
         self.teacher = CompilerPolicy(device="cuda" if self.device.startswith("cuda") else "cpu")
         self._teacher_cache: dict[str, list[int]] = {}
         self._verdicts: dict[str, tuple[str, str, float | None]] = {}
         self._prompt_cache: dict[str, list[int]] = {}
+
+    def _load_model(self, checkpoint: Path | None):
+        """fp32 weights (on CUDA the passes run under bf16 autocast), from the checkpoint when
+        resuming; with ``lora``, the base model frozen (bf16 on CUDA) under fp32 adapters, the
+        checkpoint's adapters when resuming."""
+        from transformers import AutoModelForCausalLM
+
+        c = self.config
+        if c.lora:
+            dtype = torch.bfloat16 if self.device.startswith("cuda") else torch.float32
+            base = AutoModelForCausalLM.from_pretrained(c.model, dtype=dtype)
+            model = with_adapters(base, c.lora_rank, checkpoint)
+        else:
+            model = AutoModelForCausalLM.from_pretrained(str(checkpoint or c.model), dtype=torch.float32)
+        model.to(self.device)
+        model.config.use_cache = True
+        return model
+
+    def export_merged(self) -> Path:
+        """With ``lora``: the adapters merged into the base, saved as a plain checkpoint in
+        OUT/merged (the run's model is merged in place: call it last)."""
+        merged = self.model.merge_and_unload()
+        path = self.out / "merged"
+        merged.save_pretrained(path)
+        self.tokenizer.save_pretrained(path)
+        return path
 
     # -- state ------------------------------------------------------------------------------
     def _load_state(self, checkpoint: Path) -> None:
@@ -497,6 +531,8 @@ def run_rl(config: RLConfig, on_step: Callable[[dict], None] | None = None) -> l
             rows.append(metrics)
             if on_step:
                 on_step(metrics)
+    if config.lora:
+        run.export_merged()
     return rows
 
 

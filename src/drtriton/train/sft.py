@@ -89,14 +89,9 @@ def run_sft(config: SFTRunConfig) -> dict:
     )
     peft_config = None
     if config.lora:
-        from peft import LoraConfig
+        from drtriton.train.lora import lora_config
 
-        peft_config = LoraConfig(
-            r=config.lora_rank,
-            lora_alpha=2 * config.lora_rank,
-            target_modules="all-linear",
-            task_type="CAUSAL_LM",
-        )
+        peft_config = lora_config(config.lora_rank)
     trainer = SFTTrainer(
         model=model,
         args=args,
