@@ -35,9 +35,8 @@ import torch  # noqa: E402
 
 from drtriton.judge import JudgeConfig, JudgePool  # noqa: E402
 from drtriton.policy import CompilerPolicy  # noqa: E402
-from drtriton.train.drpo import sequence_scores  # noqa: E402
 from drtriton.train.model import init_model  # noqa: E402
-from drtriton.train.rl import RLConfig, RLRun, Sample, _slice, build_batch, token_logps  # noqa: E402
+from drtriton.train.rl import RLConfig, RLRun, Sample  # noqa: E402
 
 
 def parse_args() -> argparse.Namespace:
@@ -65,19 +64,6 @@ def build_samples(run: RLRun, programs: list[dict]) -> list[Sample]:
             ids = run.tokenizer(text, add_special_tokens=False)["input_ids"] + [run.tokenizer.eos_token_id]
             samples.append(Sample(g, program, ids, text, f"teacher-{variant}"))
     return samples
-
-
-def scores(run: RLRun, samples: list[Sample]) -> list[float]:
-    """s(o) of every answer under the run's current policy."""
-    batch = build_batch([run._prompt(s.program) for s in samples], [s.completion for s in samples],
-                        run.tokenizer.pad_token_id)
-    out = []
-    with torch.no_grad(), run._autocast():
-        for i in range(len(samples)):
-            sub = _slice(batch, [i])
-            logps = token_logps(run.model, sub, run.device)
-            out.append(float(sequence_scores(logps, sub["completion_mask"].to(run.device))[0]))
-    return out
 
 
 def gap(samples: list[Sample], values: list[float]) -> float:
@@ -129,11 +115,11 @@ def main() -> int:
     if batch:
         arms["speed"] = RLRun(dataclasses.replace(config, out=str(out / "speed"), all_correct="speed"))
         for name, run in arms.items():
-            before = scores(run, batch)
+            before = run.answer_scores(batch)
             rows.append({"arm": name, "update": 0, "gap": gap(batch, before)})
             for k in range(1, args.steps + 1):
                 stats = run.update(batch)
-                rows.append({"arm": name, "update": k, "gap": gap(batch, scores(run, batch))} | stats)
+                rows.append({"arm": name, "update": k, "gap": gap(batch, run.answer_scores(batch))} | stats)
             print(f"{name}: gap {rows[-args.steps - 1]['gap']:+.5f} -> {rows[-1]['gap']:+.5f}", flush=True)
     summary = {
         "environment": {"gpu": torch.cuda.get_device_name(0) if torch.cuda.is_available() else None,

@@ -411,6 +411,15 @@ class RLRun:
             "grad_norm": max(norms),
         }
 
+    def answer_scores(self, samples: list[Sample]) -> list[float]:
+        """s(o), the mean token log-probability, of each answer under the current policy."""
+        batch = build_batch(
+            [self._prompt(s.program) for s in samples], [s.completion for s in samples],
+            self.tokenizer.pad_token_id,
+        )
+        logps = self._logps_no_grad(batch, list(range(len(samples))))
+        return [float(t.mean()) if t.numel() else 0.0 for t in logps]
+
     def _logps_no_grad(self, batch: dict, rows: list[int]) -> list[torch.Tensor]:
         """Per-answer token log-probs (trimmed to each answer's length), without a graph."""
         out: list[torch.Tensor] = [torch.empty(0)] * len(rows)
