@@ -1,0 +1,70 @@
+"""KernelBench's metrics over benchmark rows: accuracy, fast_p, geometric-mean speedups."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+
+FAST_P = (0.0, 1.0, 1.5, 2.0)
+
+
+def fast_p(rows: Sequence[dict], key: str, p: float) -> float | None:
+    """KernelBench's fast_p: fraction of ALL problems that are correct and have speedup > p."""
+    if not rows:
+        return None
+    if p > 0 and any(r["status"] == "correct" and r.get(key) is None for r in rows):
+        return None  # untimed (CPU): only fast_0 = accuracy is defined
+    hits = sum(r["status"] == "correct" and (p == 0 or r[key] > p) for r in rows)
+    return hits / len(rows)
+
+
+def geomean_speedup(rows: Sequence[dict], key: str) -> float | None:
+    """Geometric-mean speedup over the correct problems (None when nothing was timed)."""
+    values = [r[key] for r in rows if r["status"] == "correct" and r.get(key)]
+    if not values:
+        return None
+    return math.exp(sum(math.log(v) for v in values) / len(values))
+
+
+def summarize(rows: Sequence[dict]) -> dict:
+    """Accuracy, fast_p against eager and torch.compile, geometric means (invalid references,
+    which failed the synthesis filters where they were run, are counted but not scored)."""
+    excluded = sum(r["status"] == "invalid_reference" for r in rows)
+    rows = [r for r in rows if r["status"] != "invalid_reference"]
+    out: dict = {
+        "excluded_invalid": excluded,
+        "problems": len(rows),
+        "correct": sum(r["status"] == "correct" for r in rows),
+    }
+    out["accuracy"] = out["correct"] / len(rows) if rows else None
+    for base in ("eager", "compile"):
+        key = f"speedup_{base}"
+        for p in FAST_P:
+            out[f"fast_{p:g}_{base}"] = fast_p(rows, key, p)
+        out[f"geomean_{base}"] = geomean_speedup(rows, key)
+    if any("whole_status" in r for r in rows):
+        out |= search_gain(rows)
+    return out
+
+
+def search_gain(rows: Sequence[dict]) -> dict:
+    """What search added over its own best whole-program candidate, judged in the same run:
+    the geometric-mean ratio whole time / chosen time where both are correct and timed, and the
+    problems only search got right."""
+    ratios = [
+        r["whole_runtime_ms"] / r["runtime_ms"]
+        for r in rows
+        if r["status"] == "correct"
+        and r.get("whole_status") == "correct"
+        and r.get("whole_runtime_ms")
+        and r.get("runtime_ms")
+    ]
+    return {
+        "search_gain_geomean": math.exp(sum(map(math.log, ratios)) / len(ratios))
+        if ratios
+        else None,
+        "search_gain_problems": len(ratios),
+        "rescued_by_search": sum(
+            r["status"] == "correct" and r.get("whole_status") != "correct" for r in rows
+        ),
+    }

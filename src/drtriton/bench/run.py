@@ -1,0 +1,285 @@
+"""Running a benchmark: a candidate per problem from the policy (or the search), judged, as rows
+appended to OUT.rows.jsonl as they finish, so a run cut short resumes where it stopped."""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import json
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor, as_completed
+from pathlib import Path
+
+from drtriton.bench.problems import BenchConfig, Problem, kernelbench_problems, synthetic_problems
+from drtriton.bench.records import machine_record
+from drtriton.bench.report import write_report
+
+
+def _row(problem: Problem, verdict, chosen: str, wall_s: float, reason: str = "") -> dict:
+    v = verdict.to_dict() if verdict is not None else {}
+    return {
+        "id": problem.id,
+        "level": problem.level,
+        "ops": " ".join(problem.ops),
+        "status": v.get("status", "no_candidate"),
+        "reason": (v.get("reason") or reason)[:300],
+        "runtime_ms": v.get("runtime_ms"),
+        "eager_ms": v.get("eager_ms"),
+        "compile_ms": v.get("compile_ms"),
+        "speedup_eager": v.get("speedup_eager"),
+        "speedup_compile": v.get("speedup_compile"),
+        "suspicious": v.get("suspicious", False),
+        "chosen": chosen,
+        "wall_s": round(wall_s, 3),
+    } | {f"judge_{name}_s": t for name, t in (v.get("phase_s") or {}).items()}
+
+
+def _search_columns(report) -> dict:
+    """Both of the search's contestants, judged in the same run: the best whole-program candidate
+    and the composition of fragments (the row's own columns are the one chosen)."""
+    out = {
+        "fragments_tried": report.fragments_tried,
+        "candidates_judged": report.candidates_judged,
+        "cache_hits": report.cache_hits,
+        "segments": len(report.segmentation),
+    }
+    for name, verdict in (("whole", report.whole_verdict), ("composed", report.composed_verdict)):
+        v = verdict.to_dict() if verdict is not None else {}
+        out[f"{name}_status"] = v.get("status")
+        out[f"{name}_runtime_ms"] = v.get("runtime_ms")
+    return out
+
+
+# GPU-scale filter runs hold up to tens of GB on one GPU: one at a time, whatever the threads.
+_FILTER_LOCK = threading.Lock()
+
+
+def _invalid_reference(problem: Problem, device: str) -> str | None:
+    """Synthetic programs only shape-checked where they were made are run through the quality
+    filters on the GPU first; a program that fails them is excluded from the metrics, and listed."""
+    record = problem.record
+    if record is None or record.checked == "run" or not device.startswith("cuda"):
+        return None
+    import torch
+
+    from drtriton.synth import check_program
+
+    with _FILTER_LOCK:
+        reason = check_program(record, "run", device)
+        torch.cuda.empty_cache()  # the filters' tensors must not crowd the judge's sandboxes
+    return f"failed the synthesis filters on {device}: {reason}" if reason else None
+
+
+def _policy(config: BenchConfig, device: str):
+    from drtriton.policy import load_policy
+
+    return load_policy(config.policy, device)
+
+
+def _body(candidate: str) -> str:
+    """A compiler candidate without its first line (the docstring line naming the mode)."""
+    return candidate.split("\n", 1)[-1]
+
+
+def reused_row(problem: Problem, config: BenchConfig, device: str, other: dict | None) -> dict | None:
+    """The other mode's row for this problem, when it still holds here: the compiler writes the
+    same kernels in both modes (only the docstring's mode differs) and that verdict was correct.
+    Only strict to hybrid: a correct strict verdict holds in hybrid mode, which allows more; the
+    reverse need not hold, and an incorrect verdict is judged again rather than trusted."""
+    from drtriton.compiler import CompilerConfig, compile_program
+
+    if other is None or other.get("status") != "correct":
+        return None
+    if (other.get("env") or {}).get("mode") != "strict":
+        return None
+    if config.mode == "strict" or config.policy != "compiler" or config.search:
+        return None
+    target = "cuda" if device.startswith("cuda") else "cpu"
+    try:
+        ours = compile_program(problem.source, CompilerConfig(mode=config.mode, device=target))
+        theirs = compile_program(problem.source, CompilerConfig(mode="strict", device=target))
+    except Exception:  # noqa: BLE001 - judged the ordinary way, which reports the error
+        return None
+    if _body(ours) != _body(theirs):
+        return None
+    source = {k: other.get("env", {}).get(k) for k in ("commit", "source_sha", "date", "device")}
+    return {k: v for k, v in other.items() if k != "env"} | {
+        "verdict_reused_from": {"mode": "strict"} | source,
+        "reason": "same kernels as the strict candidate: its correct strict verdict and timings",
+    }
+
+
+def solve_problem(
+    problem: Problem, config: BenchConfig, pool, fragment_pool=None, other_mode_row: dict | None = None
+) -> dict:
+    """Produce a candidate for one problem with the configured policy and judge it."""
+    from drtriton.compiler import CompilerConfig, compile_program
+
+    started = time.perf_counter()
+    device = pool.config.resolved_device()
+    reused = reused_row(problem, config, device, other_mode_row)
+    if reused is not None:
+        return reused
+    invalid = _invalid_reference(problem, device)
+    filter_s = round(time.perf_counter() - started, 3)
+    if invalid:
+        return _row(problem, None, "none", time.perf_counter() - started, invalid) | {
+            "status": "invalid_reference"
+        }
+    if config.search:
+        from drtriton.search import SearchConfig, search
+
+        search_config = SearchConfig(
+            device=device,
+            mode=config.mode,
+            preset=config.preset,
+            max_fragment_ops=config.max_fragment_ops,
+            wall_time_s=config.search_wall_s,
+            cache_path=config.search_cache,
+        )
+        from drtriton.search import compiler_generator, policy_generator
+
+        generators = [compiler_generator(config.mode, device)]
+        if config.policy != "compiler":
+            generators.append(policy_generator(_policy(config, device), config.samples))
+        report = search(
+            problem.source, search_config, generators, pool=pool, fragment_pool=fragment_pool
+        )
+        row = _row(
+            problem,
+            report.verdict,
+            report.chosen,
+            time.perf_counter() - started,
+            "; ".join(report.notes),
+        )
+        return row | _search_columns(report)
+    try:
+        if config.policy == "compiler":
+            compiler = CompilerConfig(
+                mode=config.mode, device="cuda" if device.startswith("cuda") else "cpu"
+            )
+            candidate = compile_program(problem.source, compiler)
+        else:  # pass@1: the policy's first answer is the one that counts
+            from drtriton.policy import Sampling, parse_answer
+
+            answer = _policy(config, device).generate([problem.source], 1, Sampling())[0][0]
+            candidate = parse_answer(answer)
+    except Exception as exc:  # the policy produced nothing usable: counted as not correct
+        return _row(
+            problem, None, "none", time.perf_counter() - started, f"{type(exc).__name__}: {exc}"
+        )
+    policy_s = round(time.perf_counter() - started - filter_s, 3)
+    verdict = pool.verify(problem.source, candidate)
+    row = _row(problem, verdict, "whole", time.perf_counter() - started)
+    return row | {"filter_s": filter_s, "policy_s": policy_s}
+
+
+def run_bench(config: BenchConfig, out: Path, on_row=None, on_start=None) -> dict:
+    """Run (or resume) a benchmark; writes OUT (report JSON), OUT.rows.jsonl, OUT.csv, OUT.png.
+
+    ``on_row(row, total)`` is called as each problem finishes (or is found done), ``on_start(id)``
+    as a problem starts."""
+    from drtriton.judge import JudgeConfig, JudgePool
+    from drtriton.judge.core import environment_record
+
+    if config.suite == "synthetic":
+        problems = synthetic_problems(config)
+    elif config.suite == "kernelbench":
+        if not config.path:
+            raise ValueError("the kernelbench suite needs --path to a KernelBench checkout")
+        problems = kernelbench_problems(config.path, config.levels, config.num)
+    else:
+        raise ValueError(f"unknown suite {config.suite!r}; use synthetic or kernelbench")
+    rows_path = out.with_name(out.name + ".rows.jsonl")
+    if config.search and config.search_cache is None:
+        config = dataclasses.replace(config, search_cache=str(out.with_name(out.name + ".search.sqlite")))
+    device = JudgeConfig(device=config.device).resolved_device()
+    judge_config = JudgeConfig(
+        preset=config.preset,
+        mode=config.mode,
+        device=config.device,
+        timeout_s=config.timeout_s,
+        memory_limit_gb=config.memory_limit(device),
+    )
+    stamp = _row_stamp(judge_config)
+    done = {}
+    if rows_path.exists():  # resume: problems already judged under these judge settings are kept
+        rows = (json.loads(line) for line in rows_path.read_text().splitlines() if line)
+        done = {r["id"]: r for r in rows if _resumable(r, stamp["env"])}
+    todo = [p for p in problems if p.id not in done]
+    other_mode = _reusable_rows(config.reuse_rows, stamp["env"])
+    with contextlib.ExitStack() as stack:
+        pool = stack.enter_context(JudgePool(judge_config)) if todo else None
+        fragment_pool = None
+        if todo and config.search:
+            from drtriton.search import fragment_judge_config
+
+            # fragments are a pre-filter (the composition is judged in full): fewer trials, no
+            # torch.compile baseline
+            fragment_pool = stack.enter_context(JudgePool(fragment_judge_config(judge_config)))
+        rows_file = stack.enter_context(rows_path.open("a"))
+        for problem in problems:
+            if problem.id in done and on_row is not None:
+                on_row(done[problem.id], len(problems))
+        # One problem per judge slot at a time (one per GPU): slots are the unit of parallelism.
+        workers = pool.size if pool is not None else 1
+        with ThreadPoolExecutor(max_workers=workers) as executor:
+            def solve(problem: Problem) -> dict:
+                if on_start is not None:
+                    on_start(problem.id)
+                return solve_problem(problem, config, pool, fragment_pool, other_mode.get(problem.id))
+
+            futures = [executor.submit(solve, p) for p in todo]
+            for future in as_completed(futures):
+                row = future.result() | stamp
+                rows_file.write(json.dumps(row) + "\n")
+                rows_file.flush()  # a killed run keeps every finished problem
+                done[row["id"]] = row
+                if on_row is not None:
+                    on_row(row, len(problems))
+    rows = [done[p.id] for p in problems]
+    environment = environment_record(judge_config, judge_config.resolved_device())
+    return write_report(config, rows, out, environment)
+
+
+RESUME_KEYS = ("preset", "precision", "compile_baseline", "mode")
+
+
+def _reusable_rows(path: str | None, stamp: dict) -> dict[str, dict]:
+    """The latest row per problem id of another run's rows file, judged under these settings."""
+    if path is None:
+        return {}
+    if not Path(path).exists():
+        raise ValueError(f"--reuse-rows: no such file {path}")
+    rows = (json.loads(line) for line in Path(path).read_text().splitlines() if line)
+    same_settings = {**stamp, "mode": "strict"}  # the other run's mode, otherwise the same
+    return {r["id"]: r for r in rows if _resumable(r, same_settings)}
+
+
+def _resumable(row: dict, stamp: dict) -> bool:
+    """A stored row counts on resume only if it was judged under the same judge settings; a row
+    from before the torch.compile baseline was fixed (no ``compile_baseline``) is judged again,
+    and the new row, appended later in the file, replaces it."""
+    env = row.get("env") or {}
+    return all(env.get(key) == stamp.get(key) for key in RESUME_KEYS)
+
+
+def _row_stamp(judge_config) -> dict:
+    """Where a row was measured, on the row itself: a run cut short leaves rows but no report."""
+    env = machine_record()
+    return {
+        "env": {
+            "device": env["gpu"] or env["host_cpu"],
+            "torch": env["torch"],
+            "triton": env["triton"],
+            "commit": env["git_commit"],
+            "source_sha": env["source_sha"],
+            "date": env["date"][:10],
+            # the torch.compile baseline is checked to have compiled (before be9caa6 it ran eagerly)
+            "compile_baseline": "checked" if judge_config.time_compile else "off",
+            "preset": judge_config.preset,
+            "precision": judge_config.precision,
+            "mode": judge_config.mode,
+        }
+    }
