@@ -11,12 +11,12 @@ from drtriton.search import (
     Choice,
     Fragment,
     SearchConfig,
-    _is_free,
-    _segments,
     best_cover,
     compose,
+    is_free,
     make_fragment,
     search,
+    segments,
     trace,
 )
 
@@ -83,7 +83,7 @@ def test_fragments_have_explicit_inputs_and_outputs():
 
 def test_getters_stay_with_their_producer():
     traced = trace(PROGRAM)
-    for start, _stop in _segments(traced, 4):
+    for start, _stop in segments(traced, 4):
         assert traced.nodes[start].target is not getattr or start == 0
 
 
@@ -92,17 +92,17 @@ def test_segments_start_with_a_cover_of_the_largest_ranges():
     cover the program left to right; every range is still offered once."""
     traced = trace(PROGRAM)
     n = len(traced.nodes)
-    segments = _segments(traced, 2)
-    assert len(set(segments)) == len(segments)
+    ranges = segments(traced, 2)
+    assert len(set(ranges)) == len(ranges)
     position, head = 0, 0
     while position < n:
-        start, stop = segments[head]
+        start, stop = ranges[head]
         assert start == position and stop > start
-        assert stop == max(b for a, b in segments if a == start)  # the largest range there
+        assert stop == max(b for a, b in ranges if a == start)  # the largest range there
         position, head = stop, head + 1
-    singles = [s for s in segments if sum(not _is_free(x) for x in traced.nodes[s[0]:s[1]]) == 1]
-    assert head < len(segments) and len(singles) >= head  # the rest follows, singles included
-    fake = {s: _choice(*s, 1.0) for s in segments[:head]}
+    singles = [s for s in ranges if sum(not is_free(x) for x in traced.nodes[s[0]:s[1]]) == 1]
+    assert head < len(ranges) and len(singles) >= head  # the rest follows, singles included
+    fake = {s: _choice(*s, 1.0) for s in ranges[:head]}
     assert best_cover(n, fake) is not None  # composable from the head alone
 
 
@@ -111,9 +111,9 @@ def test_composition_of_all_segmentations_matches_the_program():
     reference = load_program(PROGRAM)
     inputs = [torch.randn(4, 32), torch.randn(4, 32)]
     expected = _outputs(reference, "Model", inputs)
-    segments = _segments(traced, 2)
+    ranges = segments(traced, 2)
     choices = {}
-    for start, stop in segments:
+    for start, stop in ranges:
         frag = make_fragment(traced, start, stop)
         if frag is not None:
             fake = Verdict("correct", runtime_ms=random.Random(start * 7 + stop).uniform(0.5, 2.0))

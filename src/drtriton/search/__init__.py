@@ -1,0 +1,50 @@
+"""Test-time fragment search: split a program, verify and time candidates per fragment, compose.
+
+1. **Split.** The program's ``forward`` is traced with torch.fx and its shapes propagated with the
+   reference's own inputs. A *fragment* is a run of consecutive graph nodes (topological order)
+   with up to ``max_fragment_ops`` operators (views and casts are free); its explicit inputs are the
+   tensors it reads from outside, its outputs the tensors used later. Each fragment is rendered as
+   a small KernelBench-format program with the shapes seen at run time.
+2. **Candidates.** For each fragment the configured generators (the built-in compiler in strict or
+   hybrid mode; an LLM policy when given) propose candidate programs; each is verified by the judge
+   and, on a GPU, timed. Verdicts are cached in SQLite by content hash, device and library versions,
+   so a fragment repeated across programs is judged once.
+3. **Compose.** Dynamic programming over the topological order picks the cover of the program by
+   verified fragments with the least total time (on a CPU, where nothing is timed, the fewest
+   fragments: larger fusions). The chosen candidates are renamed apart and chained in one
+   ``ModelNew``, which is verified (and timed) end to end. The result is the faster correct one of
+   the composition and the best whole-program candidate.
+
+Programs with parameters (``nn.Linear`` and the like) are searched whole: fragments would need the
+parent's parameters. ``SearchReport`` says what was spent.
+
+    from drtriton.search import SearchConfig, search
+    report = search(reference_source, SearchConfig(device="cpu"))
+"""
+
+from drtriton.search.cache import VerdictCache, judging_settings
+from drtriton.search.compose import Choice, best_cover, compose, verdict_cost
+from drtriton.search.core import (
+    FRAGMENT_INPUT_SETS,
+    FRAGMENT_REPETITIONS,
+    FRAGMENT_TIMING_BUDGET_S,
+    FRAGMENT_TRIALS,
+    Generator,
+    SearchConfig,
+    SearchReport,
+    cache_environment,
+    compiler_generator,
+    fragment_judge_config,
+    policy_generator,
+    search,
+    write_report,
+)
+from drtriton.search.fragments import Fragment, Traced, is_free, make_fragment, segments, trace
+
+__all__ = [
+    "FRAGMENT_INPUT_SETS", "FRAGMENT_REPETITIONS", "FRAGMENT_TIMING_BUDGET_S", "FRAGMENT_TRIALS",
+    "Choice", "Fragment", "Generator", "SearchConfig", "SearchReport", "Traced", "VerdictCache",
+    "best_cover", "cache_environment", "compiler_generator", "compose", "fragment_judge_config",
+    "is_free", "judging_settings", "make_fragment", "policy_generator", "search", "segments",
+    "trace", "verdict_cost", "write_report",
+]

@@ -1,0 +1,293 @@
+"""The search itself: candidates per fragment, judged (fragments as a pre-filter), composed, and
+the faster correct one of the composition and the best whole-program candidate."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+import torch
+
+from drtriton.judge import JudgeConfig, JudgePool, Verdict
+from drtriton.search.cache import VerdictCache, judging_settings
+from drtriton.search.compose import Choice, best_cover, compose, verdict_cost
+from drtriton.search.fragments import make_fragment, segments, trace
+
+Generator = Callable[[str], list[str]]  # fragment source -> candidate sources
+
+
+@dataclass(frozen=True)
+class SearchConfig:
+    """Budgets and settings of one search."""
+
+    device: str = "auto"
+    mode: str = "strict"  # judge and compiler mode
+    preset: str = "hardened"
+    max_fragment_ops: int = 4
+    candidates_per_fragment: int = 4
+    wall_time_s: float = 600.0  # no new fragment is tried after this
+    cache_path: str | None = None  # SQLite file of verified fragments; None: no cache
+    judge_workers: int | None = None
+    judge_timeout_s: float = 120.0
+
+    def fragment_judge_config(self) -> JudgeConfig:
+        return fragment_judge_config(self.judge_config())
+
+    def judge_config(self) -> JudgeConfig:
+        return JudgeConfig(
+            preset=self.preset, mode=self.mode, device=self.device, timeout_s=self.judge_timeout_s
+        )
+
+
+FRAGMENT_TRIALS = 2  # the judge's minimum: one trial after the candidate already ran
+
+
+FRAGMENT_REPETITIONS = 30
+
+
+FRAGMENT_INPUT_SETS = 1  # timed (and re-checked after timing) on one input set
+
+
+FRAGMENT_TIMING_BUDGET_S = 10.0
+
+
+def fragment_judge_config(whole: JudgeConfig) -> JudgeConfig:
+    """How fragments are judged: a pre-filter, since the composed program is judged in full.
+
+    No torch.compile baseline (only candidate times rank fragments), the minimum number of
+    correctness trials, fewer timing repetitions on one input set (the re-check after timing
+    ships every timed set's outputs again: 18 s of a 68 s fragment verdict on the H200) and a
+    shorter timing budget; a fragment verdict is most of a search's cost.
+    """
+    return dataclasses.replace(
+        whole, time_compile=False, trials=FRAGMENT_TRIALS,
+        repetitions=min(whole.repetitions, FRAGMENT_REPETITIONS),
+        input_sets=min(whole.input_sets, FRAGMENT_INPUT_SETS),
+        timing_budget_s=min(whole.timing_budget_s, FRAGMENT_TIMING_BUDGET_S),
+    )
+
+
+@dataclass(frozen=True)
+class SearchReport:
+    """What the search found and what it spent."""
+
+    status: str  # the final verdict's status
+    source: str | None  # the chosen candidate program
+    chosen: str  # "composed", "whole" or "none"
+    verdict: Verdict | None
+    whole_verdict: Verdict | None
+    composed_verdict: Verdict | None
+    segmentation: list[list[int]]  # [start, stop) node ranges of the chosen composition
+    fragments_tried: int
+    candidates_judged: int
+    cache_hits: int
+    wall_s: float
+    timed: bool
+    notes: list[str] = field(default_factory=list)
+
+    def to_dict(self) -> dict:
+        d = asdict(self)
+        for key in ("verdict", "whole_verdict", "composed_verdict"):
+            v = getattr(self, key)
+            d[key] = v.to_dict() if v is not None else None
+        return d
+
+
+def compiler_generator(mode: str, device: str) -> Generator:
+    """The built-in compiler as a candidate generator: its strict translation, and under a hybrid
+    judge also its hybrid one (vendor matmul/convolution), each a different fusion of the piece."""
+    from drtriton.compiler import CompilerConfig, compile_program
+
+    target = "cuda" if device.startswith("cuda") else "cpu"
+    configs = [
+        CompilerConfig(mode=m, device=target)
+        for m in ("strict", "hybrid")
+        if m == "strict" or mode == "hybrid"
+    ]
+
+    def generate(source: str) -> list[str]:
+        candidates = []
+        for config in configs:
+            try:
+                candidates.append(compile_program(source, config))
+            except Exception:  # an operator it cannot lower (or a trace failure): no candidate
+                continue
+        return candidates
+
+    return generate
+
+
+def policy_generator(policy, samples: int, sampling=None) -> Generator:
+    """An LLM policy (``drtriton.policy``) as a candidate generator: ``samples`` answers per
+    fragment, parsed into candidate programs; answers that do not parse are dropped."""
+    from drtriton.policy import AnswerParseError, Sampling, parse_answer
+
+    sampling = sampling or Sampling()
+
+    def generate(source: str) -> list[str]:
+        candidates = []
+        for answer in policy.generate([source], samples, sampling)[0]:
+            try:
+                candidates.append(parse_answer(answer))
+            except AnswerParseError:
+                continue
+        return candidates
+
+    return generate
+
+
+def cache_environment(config: SearchConfig, device: str) -> dict:
+    """What a cached verdict depends on besides the two sources."""
+    import triton
+
+    gpu = torch.cuda.get_device_name(0) if device.startswith("cuda") else "cpu"
+    return {
+        "gpu": gpu,
+        "torch": torch.__version__,
+        "triton": triton.__version__,
+        "preset": config.preset,
+        "mode": config.mode,
+    }
+
+
+class _Judge:
+    """Judge calls through a warm pool and the cache, counted."""
+
+    def __init__(self, pool: JudgePool, cache: VerdictCache) -> None:
+        self.pool, self.cache = pool, cache
+        self.calls = self.hits = 0
+
+    def __call__(self, reference: str, candidate: str) -> Verdict:
+        key_ref = f"{judging_settings(self.pool.config)}\0{reference}"
+        cached = self.cache.get(key_ref, candidate)
+        if cached is not None:
+            self.hits += 1
+            return cached
+        self.calls += 1
+        verdict = self.pool.verify(reference, candidate)
+        self.cache.put(key_ref, candidate, verdict)
+        return verdict
+
+
+def _best_candidate(
+    judge: _Judge, reference: str, candidates: Sequence[str]
+) -> tuple[str, Verdict] | None:
+    """The fastest correct candidate (the first correct one where nothing is timed)."""
+    best: tuple[str, Verdict] | None = None
+    for candidate in candidates:
+        verdict = judge(reference, candidate)
+        if verdict.ok and (best is None or verdict_cost(verdict) < verdict_cost(best[1])):
+            best = (candidate, verdict)
+    return best
+
+
+def search(
+    reference: str,
+    config: SearchConfig | None = None,
+    generators: Sequence[Generator] | None = None,
+    pool: JudgePool | None = None,
+    fragment_pool: JudgePool | None = None,
+) -> SearchReport:
+    """Search for the fastest verified candidate of ``reference`` (see the module docstring).
+
+    ``pool`` judges whole programs; ``fragment_pool`` (default: ``pool``) judges fragments, and
+    may skip the torch.compile baseline (``fragment_judge_config``): only candidate times matter
+    there, and compiling every fragment's reference would dominate the search's cost.
+    """
+    config = config or SearchConfig()
+    started = time.perf_counter()
+    judge_config = config.judge_config()
+    device = judge_config.resolved_device()
+    generators = list(generators) if generators else [compiler_generator(config.mode, device)]
+    own_pool = pool is None
+    pool = pool or JudgePool(judge_config, config.judge_workers)
+    own_fragment_pool = fragment_pool is None and own_pool
+    if own_fragment_pool:
+        fragment_pool = JudgePool(config.fragment_judge_config(), config.judge_workers)
+    cache = VerdictCache(config.cache_path, cache_environment(config, device))
+    judge = _Judge(pool, cache)
+    fragment_judge = _Judge(fragment_pool or pool, cache)
+    notes: list[str] = []
+    try:
+        whole = _best_candidate(judge, reference, _propose(generators, reference, config))
+        traced = trace(reference)
+        choices: dict[tuple[int, int], Choice] = {}
+        tried = 0
+        if traced.has_parameters:
+            notes.append("program has parameters: searched whole, not by fragments")
+        else:
+            for start, stop in segments(traced, config.max_fragment_ops):
+                if time.perf_counter() - started > config.wall_time_s:
+                    notes.append(f"wall-time budget of {config.wall_time_s:.0f} s reached")
+                    break
+                fragment = make_fragment(traced, start, stop)
+                if fragment is None:
+                    continue
+                tried += 1
+                found = _best_candidate(
+                    fragment_judge, fragment.source, _propose(generators, fragment.source, config)
+                )
+                if found:
+                    choices[(start, stop)] = Choice(fragment, *found)
+        cover = best_cover(len(traced.nodes), choices) if choices else None
+        composed_src = compose(traced, cover) if cover else None
+        composed = judge(reference, composed_src) if composed_src else None
+        if cover is None and not traced.has_parameters:
+            notes.append("no cover of the program by verified fragments")
+    finally:
+        if own_pool:
+            pool.close()
+        if own_fragment_pool:
+            fragment_pool.close()
+    counts = (judge.calls + fragment_judge.calls, judge.hits + fragment_judge.hits)
+    return _report(
+        whole, composed_src, composed, cover or [], tried, counts, started, device, notes
+    )
+
+
+def _propose(generators: Sequence[Generator], source: str, config: SearchConfig) -> list[str]:
+    candidates: list[str] = []
+    for generate in generators:
+        candidates += [c for c in generate(source) if c not in candidates]
+    return candidates[: config.candidates_per_fragment]
+
+
+def _report(
+    whole, composed_src, composed, cover, tried, counts, started, device, notes
+) -> SearchReport:
+    options = []
+    if whole is not None:
+        options.append(("whole", whole[0], whole[1]))
+    if composed is not None and composed.ok:
+        options.append(("composed", composed_src, composed))
+    if options:
+        # faster of the two where timed; on a CPU the whole-program candidate (one piece) first
+        chosen, source, verdict = min(options, key=lambda o: verdict_cost(o[2]))
+    else:
+        chosen, source, verdict = "none", None, composed
+    segmentation = (
+        [[c.fragment.start, c.fragment.stop] for c in cover] if chosen == "composed" else []
+    )
+    return SearchReport(
+        status=verdict.status if verdict else "incorrect",
+        source=source,
+        chosen=chosen,
+        verdict=verdict,
+        whole_verdict=whole[1] if whole else None,
+        composed_verdict=composed,
+        segmentation=segmentation,
+        fragments_tried=tried,
+        candidates_judged=counts[0],
+        cache_hits=counts[1],
+        wall_s=round(time.perf_counter() - started, 3),
+        timed=device.startswith("cuda"),
+        notes=notes,
+    )
+
+
+def write_report(report: SearchReport, path: str | Path) -> None:
+    Path(path).write_text(json.dumps(report.to_dict(), indent=2) + "\n")
