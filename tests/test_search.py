@@ -12,8 +12,8 @@ from drtriton.search import (
     Fragment,
     SearchConfig,
     best_cover,
+    boundary_numel,
     compose,
-    is_free,
     make_fragment,
     search,
     segments,
@@ -87,23 +87,50 @@ def test_getters_stay_with_their_producer():
         assert traced.nodes[start].target is not getattr or start == 0
 
 
-def test_segments_start_with_a_cover_of_the_largest_ranges():
+def test_segments_start_with_a_cover_of_the_cheapest_boundaries():
     """A search cut short after a few fragment verdicts can still compose: the first ranges judged
-    cover the program left to right; every range is still offered once."""
-    traced = trace(PROGRAM)
+    cover the program left to right, choosing boundaries that move few elements (at GPU scale a
+    fragment verdict's cost is moving its boundary tensors); every other range follows once."""
+    traced = trace(PROGRAM_OUTER)
     n = len(traced.nodes)
     ranges = segments(traced, 2)
-    assert len(set(ranges)) == len(ranges)
+    assert len(set(ranges)) == len(ranges) and (0, n) not in ranges  # whole: judged as such
+    # relu | outer + sum keeps the 64 x 64 outer product inside one fragment; the cover of the
+    # largest ranges (relu + outer | sum) would cut right through it
+    assert ranges[:2] == [(0, 1), (1, 3)]
+    assert boundary_numel(traced, 0, 2) == 64 + 64 * 64 and boundary_numel(traced, 1, 3) == 64 + 64
+    fake = {r: _choice(*r, 1.0) for r in ranges[:2]}
+    assert best_cover(n, fake) is not None  # composable from the head alone
+    traced = trace(PROGRAM)
+    ranges = segments(traced, 2)
     position, head = 0, 0
-    while position < n:
+    while position < len(traced.nodes):  # the larger program's head is a contiguous cover too
         start, stop = ranges[head]
         assert start == position and stop > start
-        assert stop == max(b for a, b in ranges if a == start)  # the largest range there
         position, head = stop, head + 1
-    singles = [s for s in ranges if sum(not is_free(x) for x in traced.nodes[s[0]:s[1]]) == 1]
-    assert head < len(ranges) and len(singles) >= head  # the rest follows, singles included
-    fake = {s: _choice(*s, 1.0) for s in ranges[:head]}
-    assert best_cover(n, fake) is not None  # composable from the head alone
+
+
+PROGRAM_OUTER = """import torch
+import torch.nn as nn
+
+
+class Model(nn.Module):
+    def __init__(self):
+        super().__init__()
+
+    def forward(self, x):
+        a = torch.relu(x)
+        b = torch.outer(a, a)
+        return torch.sum(b, dim=1)
+
+
+def get_inputs():
+    return [torch.randn(64)]
+
+
+def get_init_inputs():
+    return []
+"""
 
 
 def test_composition_of_all_segmentations_matches_the_program():

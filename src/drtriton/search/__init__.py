@@ -39,12 +39,20 @@ from drtriton.search.core import (
     search,
     write_report,
 )
-from drtriton.search.fragments import Fragment, Traced, is_free, make_fragment, segments, trace
+from drtriton.search.fragments import (
+    Fragment,
+    Traced,
+    boundary_numel,
+    is_free,
+    make_fragment,
+    segments,
+    trace,
+)
 
 __all__ = [
     "FRAGMENT_INPUT_SETS", "FRAGMENT_REPETITIONS", "FRAGMENT_TIMING_BUDGET_S", "FRAGMENT_TRIALS",
     "Choice", "Fragment", "Generator", "SearchConfig", "SearchReport", "Traced", "VerdictCache",
-    "best_cover", "cache_environment", "compiler_generator", "compose", "fragment_judge_config",
+    "best_cover", "boundary_numel", "cache_environment", "compiler_generator", "compose", "fragment_judge_config",
     "is_free", "judging_settings", "make_fragment", "policy_generator", "search", "segments",
     "trace", "verdict_cost", "write_report",
 ]

@@ -3,6 +3,7 @@ fragment ranges are judged."""
 
 from __future__ import annotations
 
+import math
 import operator
 import textwrap
 from dataclasses import dataclass
@@ -85,13 +86,7 @@ def _can_cut_before(node: fx.Node) -> bool:
 def make_fragment(traced: Traced, start: int, stop: int) -> Fragment | None:
     """The fragment of nodes [start, stop), or None if it cannot stand alone."""
     inside = traced.nodes[start:stop]
-    members = set(inside)
-    inputs: list[fx.Node] = []
-    for node in inside:
-        for arg in node.all_input_nodes:
-            if arg not in members and arg not in inputs:
-                inputs.append(arg)
-    outputs = [n for n in inside if any(u not in members for u in n.users)]
+    inputs, outputs = _boundary(inside)
     if not outputs or any(_tensor_meta(n) is None for n in inputs + outputs):
         return None
     source = _fragment_source(inside, inputs, outputs)
@@ -99,6 +94,18 @@ def make_fragment(traced: Traced, start: int, stop: int) -> Fragment | None:
     return Fragment(
         start, stop, ops, tuple(n.name for n in inputs), tuple(n.name for n in outputs), source
     )
+
+
+def _boundary(inside: list[fx.Node]) -> tuple[list[fx.Node], list[fx.Node]]:
+    """(nodes read from outside, nodes used outside) of a run of graph nodes."""
+    members = set(inside)
+    inputs: list[fx.Node] = []
+    for node in inside:
+        for arg in node.all_input_nodes:
+            if arg not in members and arg not in inputs:
+                inputs.append(arg)
+    outputs = [n for n in inside if any(u not in members for u in n.users)]
+    return inputs, outputs
 
 
 def _tensor_meta(node: fx.Node):
@@ -155,10 +162,12 @@ def get_init_inputs():
 
 
 def segments(traced: Traced, max_ops: int) -> list[tuple[int, int]]:
-    """Candidate ranges, in the order they are judged: first a cover of the whole program by the
-    largest ranges (left to right), so that a search cut short by its wall-time budget can still
-    compose (at GPU scale one fragment verdict takes up to a minute); then every other range,
-    single operators first."""
+    """Candidate ranges (never the whole program: that is the whole-program candidate), in the
+    order they are judged: first the cover of the program whose ranges move the fewest elements
+    across their boundaries (then the fewest ranges), so a search cut short by its wall-time budget
+    can still compose, and composes without large intermediates; then every other range, cheapest
+    to judge first. At GPU scale a fragment verdict took 45-70 s, mostly moving its boundary
+    tensors (reference, candidate outputs, comparison)."""
     n = len(traced.nodes)
     cuts = [i for i in range(n) if _can_cut_before(traced.nodes[i])] + [n]
     ranges = []
@@ -167,15 +176,28 @@ def segments(traced: Traced, max_ops: int) -> list[tuple[int, int]]:
             ops = sum(not is_free(node) for node in traced.nodes[start:stop])
             if ops > max_ops:
                 break
-            if ops > 0:
-                ranges.append((ops, start, stop))
-    longest: dict[int, tuple[int, int]] = {}
-    for _, start, stop in ranges:
-        if stop > longest.get(start, (start, start))[1]:
-            longest[start] = (start, stop)
-    cover, position = [], 0
-    while position in longest:
-        cover.append(longest[position])
-        position = longest[position][1]
-    rest = [(start, stop) for _, start, stop in sorted(ranges) if (start, stop) not in cover]
+            if ops > 0 and (start, stop) != (0, n):
+                ranges.append((boundary_numel(traced, start, stop), ops, start, stop))
+    cover = _cheapest_cover(n, ranges)
+    rest = [(start, stop) for _, _, start, stop in sorted(ranges) if (start, stop) not in cover]
     return cover + rest
+
+
+def _cheapest_cover(n: int, ranges: list[tuple[int, int, int, int]]) -> list[tuple[int, int]]:
+    """Ranges covering nodes [0, n) left to right with the least (boundary elements, count)."""
+    best: dict[int, tuple[int, int, list[tuple[int, int]]]] = {0: (0, 0, [])}
+    for numel, _, start, stop in sorted(ranges, key=lambda r: (r[2], r[3])):
+        if start not in best:
+            continue
+        cost, count, path = best[start]
+        option = (cost + numel, count + 1, [*path, (start, stop)])
+        if stop not in best or option[:2] < best[stop][:2]:
+            best[stop] = option
+    return best[n][2] if n in best else []
+
+
+def boundary_numel(traced: Traced, start: int, stop: int) -> int:
+    """Elements crossing the boundary of nodes [start, stop): the inputs it reads from outside and
+    the outputs used later. A fragment verdict moves them around; a composition materialises them."""
+    inputs, outputs = _boundary(traced.nodes[start:stop])
+    return sum(math.prod(meta.shape) for meta in map(_tensor_meta, inputs + outputs) if meta is not None)
