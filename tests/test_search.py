@@ -101,6 +101,11 @@ def test_segments_start_with_a_cover_of_the_cheapest_boundaries():
     assert boundary_numel(traced, 0, 2) == 64 + 64 * 64 and boundary_numel(traced, 1, 3) == 64 + 64
     fake = {r: _choice(*r, 1.0) for r in ranges[:2]}
     assert best_cover(n, fake) is not None  # composable from the head alone
+    # mirrored (outer, sum, relu): two covers of two ranges each; the cheap one is outer + sum | relu
+    mirrored = PROGRAM_OUTER.replace("a = torch.relu(x)\n        b = torch.outer(a, a)\n        return torch.sum(b, dim=1)",
+                                     "b = torch.outer(x, x)\n        a = torch.sum(b, dim=1)\n        return torch.relu(a)")
+    assert mirrored != PROGRAM_OUTER
+    assert segments(trace(mirrored), 2)[:2] == [(0, 2), (2, 3)]
     traced = trace(PROGRAM)
     ranges = segments(traced, 2)
     position, head = 0, 0
