@@ -166,7 +166,7 @@ def segments(traced: Traced, max_ops: int) -> list[tuple[int, int]]:
     order they are judged: first the cover of the program whose ranges move the fewest elements
     across their boundaries (then the fewest ranges), so a search cut short by its wall-time budget
     can still compose, and composes without large intermediates; then every other range, cheapest
-    to judge first. At GPU scale a fragment verdict took 45-70 s, mostly moving its boundary
+    to judge first. At GPU scale a fragment verdict took up to 68 s, mostly moving its boundary
     tensors (reference, candidate outputs, comparison)."""
     n = len(traced.nodes)
     cuts = [i for i in range(n) if _can_cut_before(traced.nodes[i])] + [n]
