@@ -7,7 +7,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from drtriton.judge import Verdict
-from drtriton.search.fragments import Fragment, Traced
+from drtriton.search.fragments import Fragment, Traced, least_cost_cover
 
 
 @dataclass(frozen=True)
@@ -93,14 +93,5 @@ def compose(traced: Traced, choices: Sequence[Choice]) -> str:
 
 def best_cover(n: int, choices: dict[tuple[int, int], Choice]) -> list[Choice] | None:
     """Least-cost cover of nodes [0, n) by verified fragments (ties: fewer fragments)."""
-    best: list[tuple[float, int, list[Choice]] | None] = [None] * (n + 1)
-    best[0] = (0.0, 0, [])
-    for stop in range(1, n + 1):
-        for (start, end), choice in choices.items():
-            if end != stop or best[start] is None:
-                continue
-            cost, count, path = best[start]
-            option = (cost + choice.cost, count + 1, [*path, choice])
-            if best[stop] is None or option[:2] < best[stop][:2]:
-                best[stop] = option
-    return best[n][2] if best[n] is not None else None
+    cover = least_cost_cover(n, {key: choice.cost for key, choice in choices.items()})
+    return [choices[key] for key in cover] if cover is not None else None

@@ -178,22 +178,25 @@ def segments(traced: Traced, max_ops: int) -> list[tuple[int, int]]:
                 break
             if ops > 0 and (start, stop) != (0, n):
                 ranges.append((boundary_numel(traced, start, stop), ops, start, stop))
-    cover = _cheapest_cover(n, ranges)
+    cover = least_cost_cover(n, {(start, stop): numel for numel, _, start, stop in ranges}) or []
     rest = [(start, stop) for _, _, start, stop in sorted(ranges) if (start, stop) not in cover]
     return cover + rest
 
 
-def _cheapest_cover(n: int, ranges: list[tuple[int, int, int, int]]) -> list[tuple[int, int]]:
-    """Ranges covering nodes [0, n) left to right with the least (boundary elements, count)."""
-    best: dict[int, tuple[int, int, list[tuple[int, int]]]] = {0: (0, 0, [])}
-    for numel, _, start, stop in sorted(ranges, key=lambda r: (r[2], r[3])):
-        if start not in best:
-            continue
-        cost, count, path = best[start]
-        option = (cost + numel, count + 1, [*path, (start, stop)])
-        if stop not in best or option[:2] < best[stop][:2]:
-            best[stop] = option
-    return best[n][2] if n in best else []
+def least_cost_cover(n: int, costs: dict[tuple[int, int], float]) -> list[tuple[int, int]] | None:
+    """Ranges [start, stop) covering nodes [0, n) left to right with the least total cost (ties:
+    fewer ranges), by dynamic programming over the stops; None when no cover exists."""
+    best: list[tuple[float, int, list[tuple[int, int]]] | None] = [None] * (n + 1)
+    best[0] = (0.0, 0, [])
+    for stop in range(1, n + 1):
+        for (start, end), cost in costs.items():
+            if end != stop or best[start] is None:
+                continue
+            total, count, path = best[start]
+            option = (total + cost, count + 1, [*path, (start, end)])
+            if best[stop] is None or option[:2] < best[stop][:2]:
+                best[stop] = option
+    return best[n][2] if best[n] is not None else None
 
 
 def boundary_numel(traced: Traced, start: int, stop: int) -> int:
