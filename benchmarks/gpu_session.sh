@@ -16,7 +16,7 @@
 #   bash benchmarks/gpu_session.sh search  # fragment search (with its whole-program contestant), L5/L20
 # Needs: torch, triton, transformers (there), OR-Tools wheels in .whl/ (carried) for the synthesis
 # filters that the benchmark re-runs on the GPU. Pass DRTRITON_COMMIT=<your HEAD's short hash>
-# literally in the command: the device's copy of .git can be stale, and rows are stamped with it
+# literally in the command (TIMEOUT_S: judge limit per child run, default 150 s): the device's copy of .git can be stale, and rows are stamped with it
 # (every row also carries source_sha, a digest of the source that actually ran).
 set -u
 phase=${1:?phase: judge | bench | search}
@@ -66,14 +66,14 @@ case $phase in
     # problem per GPU at a time); then hybrid, which reuses the strict verdicts of programs whose
     # kernels are the same in both modes and judges the rest
     budget=$((${BUDGET_S:-520} - ${HYBRID_S:-120})) bench strict --levels "${LEVELS:-2,1,5}" --num "${NUM:-8}" \
-        --mode strict --timeout-s 150
+        --mode strict --timeout-s "${TIMEOUT_S:-150}"
     budget=${HYBRID_S:-120} bench hybrid --levels "${LEVELS:-2,1,5}" --num "${NUM:-8}" --mode hybrid \
-        --timeout-s 150 --reuse-rows benchmarks/results/gpu/strict.json.rows.jsonl ;;
+        --timeout-s "${TIMEOUT_S:-150}" --reuse-rows benchmarks/results/gpu/strict.json.rows.jsonl ;;
   strict)  # one GPU: the strict compiler benchmark, resuming (LEVELS, NUM)
     bench strict --levels "${LEVELS:-1,2,5}" --num "${NUM:-4}" --mode strict --timeout-s 100 ;;
   strict_rl)  # GPU 0: the strict compiler benchmark (resumes, LEVELS); GPU 1: a few RL steps, then
     # the per-step costs of a 7B-shaped model
-    (CUDA_VISIBLE_DEVICES=0 bench strict --levels "${LEVELS:-2,1,5}" --num "${NUM:-8}" --mode strict --timeout-s 150) &
+    (CUDA_VISIBLE_DEVICES=0 bench strict --levels "${LEVELS:-2,1,5}" --num "${NUM:-8}" --mode strict --timeout-s "${TIMEOUT_S:-150}") &
     (CUDA_VISIBLE_DEVICES=1 timeout $((budget - 160)) python3 benchmarks/gpu_rl_smoke.py \
         --programs benchmarks/programs/rl_smoke_gpu.jsonl --out "$res/rl" --steps "${STEPS:-8}" \
         --budget-s $((budget - 210)) > "$res/rl.log" 2>&1
@@ -87,7 +87,7 @@ case $phase in
   search_train)  # GPU 0: fragment search on L5 and L20 (first program each); GPU 1: RL steps,
     # then the per-step costs of a 7B-shaped model
     (CUDA_VISIBLE_DEVICES=0 bench search_a --levels 5,20 --num 1 --mode strict --search \
-        --max-fragment-ops "${MAX_OPS:-3}" --search-wall-s "${SEARCH_S:-150}" --timeout-s 150) &
+        --max-fragment-ops "${MAX_OPS:-3}" --search-wall-s "${SEARCH_S:-150}" --timeout-s "${TIMEOUT_S:-150}") &
     (CUDA_VISIBLE_DEVICES=1 timeout $((budget - 140)) python3 benchmarks/gpu_rl_smoke.py \
         --programs benchmarks/programs/rl_smoke_gpu.jsonl --out "$res/rl" --steps "${STEPS:-8}" \
         --budget-s $((budget - 190)) > "$res/rl.log" 2>&1
@@ -97,24 +97,24 @@ case $phase in
     # --all-correct A/B, then the search on the second program
     python3 benchmarks/second_programs.py benchmarks/programs/synthetic_gpu_heldout.jsonl /tmp/second.jsonl
     (CUDA_VISIBLE_DEVICES=0 bench search_a --levels "${LEVELS:-5}" --num 1 --mode strict --search \
-        --max-fragment-ops "${MAX_OPS:-3}" --search-wall-s "${SEARCH_S:-300}" --timeout-s 150) &
+        --max-fragment-ops "${MAX_OPS:-3}" --search-wall-s "${SEARCH_S:-300}" --timeout-s "${TIMEOUT_S:-150}") &
     (CUDA_VISIBLE_DEVICES=1 timeout 200 python3 benchmarks/gpu_all_correct.py \
         --programs benchmarks/programs/rl_smoke_gpu.jsonl --out "$res/all_correct" > "$res/all_correct.log" 2>&1
      CUDA_VISIBLE_DEVICES=1 budget=$((budget - 200)) bench_file /tmp/second.jsonl search_b --levels "${LEVELS:-5}" \
         --num 1 --mode strict --search --max-fragment-ops "${MAX_OPS:-3}" --search-wall-s "${SEARCH_S:-300}" \
-        --timeout-s 150) &
+        --timeout-s "${TIMEOUT_S:-150}") &
     wait ;;
   finish)  # GPU 0: the strict compiler benchmark (resumes; LEVELS default 5,2), then hybrid with
     # reuse; GPU 1: the --all-correct A/B, then the fragment search on the first level-5 program
     (export CUDA_VISIBLE_DEVICES=0
-     budget=$((budget - ${HYBRID_S:-100})) bench strict --levels "${LEVELS:-5,2}" --num 8 --mode strict --timeout-s 150
-     budget=${HYBRID_S:-100} bench hybrid --levels "${LEVELS:-5,2}" --num 8 --mode hybrid --timeout-s 150 \
+     budget=$((budget - ${HYBRID_S:-100})) bench strict --levels "${LEVELS:-5,2}" --num 8 --mode strict --timeout-s "${TIMEOUT_S:-150}"
+     budget=${HYBRID_S:-100} bench hybrid --levels "${LEVELS:-5,2}" --num 8 --mode hybrid --timeout-s "${TIMEOUT_S:-150}" \
         --reuse-rows benchmarks/results/gpu/strict.json.rows.jsonl) &
     (export CUDA_VISIBLE_DEVICES=1
      timeout 170 python3 benchmarks/gpu_all_correct.py --programs benchmarks/programs/rl_smoke_gpu.jsonl \
         --out "$res/all_correct" > "$res/all_correct.log" 2>&1
      budget=$((budget - 175)) bench search_a --levels 5 --num 1 --mode strict --search \
-        --max-fragment-ops "${MAX_OPS:-3}" --search-wall-s "${SEARCH_S:-170}" --timeout-s 150) &
+        --max-fragment-ops "${MAX_OPS:-3}" --search-wall-s "${SEARCH_S:-170}" --timeout-s "${TIMEOUT_S:-150}") &
     wait ;;
   bench)  # GPU 0: the judge's failing cases with full reasons, then strict; GPU 1: hybrid
     (CUDA_VISIBLE_DEVICES=0 timeout 120 python3 benchmarks/gpu_judge_check.py --out "$res/judge_only" --skip-timing \
@@ -144,9 +144,9 @@ case $phase in
     # the second (a programs file without the first ones).
     python3 benchmarks/second_programs.py benchmarks/programs/synthetic_gpu_heldout.jsonl /tmp/second.jsonl
     (CUDA_VISIBLE_DEVICES=0 bench search_a --levels 5,20 --num 1 --mode strict --search \
-        --max-fragment-ops "${MAX_OPS:-3}" --search-wall-s "${SEARCH_S:-150}" --timeout-s 150) &
+        --max-fragment-ops "${MAX_OPS:-3}" --search-wall-s "${SEARCH_S:-150}" --timeout-s "${TIMEOUT_S:-150}") &
     (CUDA_VISIBLE_DEVICES=1 bench_file /tmp/second.jsonl search_b --levels 5,20 --num 1 --mode strict --search \
-        --max-fragment-ops "${MAX_OPS:-3}" --search-wall-s "${SEARCH_S:-150}" --timeout-s 150) &
+        --max-fragment-ops "${MAX_OPS:-3}" --search-wall-s "${SEARCH_S:-150}" --timeout-s "${TIMEOUT_S:-150}") &
     wait ;;
   *) echo "unknown phase $phase"; exit 2 ;;
 esac
