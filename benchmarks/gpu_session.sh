@@ -16,8 +16,9 @@
 #   bash benchmarks/gpu_session.sh search  # fragment search (with its whole-program contestant), L5/L20
 # Needs: torch, triton, transformers (there), OR-Tools wheels in .whl/ (carried) for the synthesis
 # filters that the benchmark re-runs on the GPU. Pass DRTRITON_COMMIT=<your HEAD's short hash>
-# literally in the command (TIMEOUT_S: judge limit per child run, default 150 s): the device's copy of .git can be stale, and rows are stamped with it
-# (every row also carries source_sha, a digest of the source that actually ran).
+# literally in the command: the device's copy of .git can be stale, and rows are stamped with it
+# (every row also carries source_sha, a digest of the source that actually ran). TIMEOUT_S sets the
+# judge's limit per child run (default 150 s).
 set -u
 phase=${1:?phase: judge | bench | search}
 budget=${BUDGET_S:-520}
