@@ -386,10 +386,7 @@ class RLRun:
     def update(self, samples: list[Sample]) -> dict:
         """One epoch over the batch: ``mini_batches`` optimizer steps over complete groups."""
         c = self.config
-        pad = self.tokenizer.pad_token_id
-        batch = build_batch(
-            [self._prompt(s.program) for s in samples], [s.completion for s in samples], pad
-        )
+        batch = self._batch(samples)
         group = torch.tensor([s.group for s in samples])
         correct = torch.tensor([s.correct for s in samples])
         speed = torch.tensor([speed_reward(s.speedup) if s.correct else 0.0 for s in samples])
@@ -411,13 +408,13 @@ class RLRun:
             "grad_norm": max(norms),
         }
 
+    def _batch(self, samples: list[Sample]) -> dict:
+        prompts = [self._prompt(s.program) for s in samples]
+        return build_batch(prompts, [s.completion for s in samples], self.tokenizer.pad_token_id)
+
     def answer_scores(self, samples: list[Sample]) -> list[float]:
         """s(o), the mean token log-probability, of each answer under the current policy."""
-        batch = build_batch(
-            [self._prompt(s.program) for s in samples], [s.completion for s in samples],
-            self.tokenizer.pad_token_id,
-        )
-        logps = self._logps_no_grad(batch, list(range(len(samples))))
+        logps = self._logps_no_grad(self._batch(samples), list(range(len(samples))))
         return [float(t.mean()) if t.numel() else 0.0 for t in logps]
 
     def _logps_no_grad(self, batch: dict, rows: list[int]) -> list[torch.Tensor]:
