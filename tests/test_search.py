@@ -222,6 +222,26 @@ def test_convert_search_cli_on_cpu(tmp_path):
     assert "ModelNew" in out.read_text()
 
 
+def test_convert_search_budget_options_and_cache(tmp_path):
+    from typer.testing import CliRunner
+
+    from drtriton.cli import app
+
+    program = tmp_path / "prog.py"
+    program.write_text(PROGRAM.replace("d = torch.cummax(c, dim=0).values", "d = c"))
+    cache = tmp_path / "verdicts.sqlite"
+    args = ["convert", str(program), "-o", str(tmp_path / "out.py"), "--device", "cpu", "--search",
+            "--max-fragment-ops", "1", "--candidates-per-fragment", "1", "--search-cache", str(cache)]
+    first = CliRunner().invoke(app, args)
+    assert first.exit_code == 0, first.output
+    assert cache.exists() and " 0 cached" in " ".join(first.output.split())
+    again = CliRunner().invoke(app, args)  # every verdict comes from the cache
+    text = " ".join(again.output.split())
+    assert again.exit_code == 0 and " 0 candidates judged" in text and " 0 cached" not in text, text
+    bad = CliRunner().invoke(app, [*args[:5], "--search", "--max-fragment-ops", "0"])
+    assert bad.exit_code == 2 and "at least 1" in bad.output
+
+
 def test_compiler_generator_offers_hybrid_variants_only_to_a_hybrid_judge():
     from drtriton.search import compiler_generator
 

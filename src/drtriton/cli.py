@@ -111,15 +111,31 @@ def convert(
     device: str = typer.Option("auto", help="auto | cpu (Triton interpreter) | cuda."),
     mode: str = typer.Option("strict", help="strict (all compute in Triton) | hybrid (conv/matmul may use torch)."),
     search: bool = typer.Option(False, "--search", help="Test-time fragment search (verify and time per fragment)."),
+    max_fragment_ops: int = typer.Option(4, help="With --search: largest fragment (operators)."),
+    search_wall_s: float = typer.Option(600.0, help="With --search: no new fragment is tried after this (seconds)."),
+    candidates_per_fragment: int = typer.Option(4, help="With --search: candidates judged per fragment at most."),
+    search_cache: Path = typer.Option(None, help="With --search: SQLite verdict cache reused across runs (default: none)."),
 ) -> None:
     """Compile a program to Triton with the built-in compiler and verify it with the judge."""
     from drtriton.compiler.convert import convert as run_convert
 
     if mode not in ("strict", "hybrid"):
         fail(f"--mode must be strict or hybrid, got {mode!r}")
+    _check_search_budget(max_fragment_ops, search_wall_s, candidates_per_fragment)
+    budget = {"max_fragment_ops": max_fragment_ops, "wall_time_s": search_wall_s,
+              "candidates_per_fragment": candidates_per_fragment,
+              "cache_path": str(search_cache) if search_cache else None}
     code = run_convert(str(program), str(out) if out else None, device, mode,
-                       echo=lambda m: console.print(m, highlight=False, markup=False), search=search)
+                       echo=lambda m: console.print(m, highlight=False, markup=False), search=search,
+                       search_budget=budget)
     raise typer.Exit(code)
+
+
+def _check_search_budget(max_fragment_ops: int, search_wall_s: float, candidates_per_fragment: int) -> None:
+    if max_fragment_ops < 1 or candidates_per_fragment < 1:
+        fail("--max-fragment-ops and --candidates-per-fragment must be at least 1")
+    if search_wall_s <= 0:
+        fail("--search-wall-s must be positive")
 
 
 @app.command()
@@ -290,6 +306,7 @@ def bench(
     search: bool = typer.Option(False, help="Use test-time fragment search."),
     max_fragment_ops: int = typer.Option(4, help="Largest fragment (operators) when searching."),
     search_wall_s: float = typer.Option(600.0, help="Search wall time per problem (seconds)."),
+    candidates_per_fragment: int = typer.Option(4, help="Candidates judged per fragment at most, when searching."),
     search_cache: Path = typer.Option(None, help="SQLite cache of search verdicts (default: OUT.search.sqlite)."),
     timeout_s: float = typer.Option(300.0, "--timeout-s", help="Judge wall-clock limit per candidate run."),
     mode: str = typer.Option("strict", help="strict | hybrid (judge and compiler)."),
@@ -319,8 +336,9 @@ def bench(
         fail(f"--policy {policy}: no model directory {args[0]}")
     if programs is not None and not programs.exists():
         fail(f"--programs: no such file {programs}")
-    if search_wall_s <= 0 or timeout_s <= 0:
-        fail("--search-wall-s and --timeout-s must be positive")
+    if timeout_s <= 0:
+        fail("--timeout-s must be positive")
+    _check_search_budget(max_fragment_ops, search_wall_s, candidates_per_fragment)
     if reuse_rows is not None and not reuse_rows.exists():
         fail(f"--reuse-rows: no such file {reuse_rows}")
     _check_writable(out)
@@ -329,6 +347,7 @@ def bench(
         seed=HELD_OUT_SEED if seed is None else seed, programs=str(programs) if programs else None,
         path=str(path) if path else None, policy=policy, samples=samples, search=search, mode=mode, preset=preset,
         max_fragment_ops=max_fragment_ops, search_wall_s=search_wall_s, timeout_s=timeout_s,
+        candidates_per_fragment=candidates_per_fragment,
         device=device, search_cache=str(search_cache) if search_cache else None,
         reuse_rows=str(reuse_rows) if reuse_rows else None,
     )  # fmt: skip

@@ -136,6 +136,7 @@ def solve_problem(
             preset=config.preset,
             max_fragment_ops=config.max_fragment_ops,
             wall_time_s=config.search_wall_s,
+            candidates_per_fragment=config.candidates_per_fragment,
             cache_path=config.search_cache,
         )
         from drtriton.search import compiler_generator, policy_generator

@@ -26,8 +26,9 @@ def resolve_device(device: str) -> str:
 
 
 def convert(program: str, out: str | None = None, device: str = "auto", mode: str = "strict",
-            verify: bool = True, echo=print, search: bool = False) -> int:
-    """Run the whole command; returns the exit status."""
+            verify: bool = True, echo=print, search: bool = False, search_budget: dict | None = None) -> int:
+    """Run the whole command; returns the exit status. ``search_budget``: ``SearchConfig`` fields
+    (max_fragment_ops, wall_time_s, candidates_per_fragment, cache_path) for ``search``."""
     try:
         source = Path(program).read_text()
     except OSError as exc:
@@ -44,7 +45,7 @@ def convert(program: str, out: str | None = None, device: str = "auto", mode: st
     from drtriton.program import ProgramError
 
     if search:
-        return _search(program, source, out, mode, dev, echo)
+        return _search(program, source, out, mode, dev, echo, search_budget or {})
     try:
         candidate = compile_program(source, CompilerConfig(mode=mode, device=dev))
     except UnsupportedOperatorError as exc:
@@ -73,7 +74,7 @@ def _write(program: str, out: str | None, candidate: str, echo) -> Path | None:
     return out_path
 
 
-def _search(program: str, source: str, out: str | None, mode: str, device: str, echo) -> int:
+def _search(program: str, source: str, out: str | None, mode: str, device: str, echo, budget: dict) -> int:
     """``convert --search``: test-time fragment search; the chosen program is already verified."""
     from drtriton.program import ProgramError
     from drtriton.search import SearchConfig, search
@@ -81,7 +82,7 @@ def _search(program: str, source: str, out: str | None, mode: str, device: str, 
     if device == "cpu":
         echo("searching for correctness only: no GPU, so candidates are verified but not timed")
     try:
-        report = search(source, SearchConfig(device=device, mode=mode))
+        report = search(source, SearchConfig(device=device, mode=mode, **budget))
     except ProgramError as exc:
         echo(f"error: {program}: {exc}")
         return 2
