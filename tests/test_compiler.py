@@ -161,7 +161,7 @@ def test_every_kernel_has_a_docstring_naming_ops():
 def test_cuda_emission_carries_autotune_and_parses(monkeypatch):
     from drtriton.compiler import kernels
 
-    monkeypatch.setattr(kernels, "SMALL_WORK", 0)  # these programs are small: tune them anyway
+    monkeypatch.setattr(kernels.writer, "SMALL_WORK", 0)  # these programs are small: tune them anyway
     for src in (CASES["attention_scores"], CASES["conv_relu_bias"], source("cumsum")):
         candidate = compile_program(src, CompilerConfig(device="cuda"))
         ast.parse(candidate)
@@ -316,7 +316,7 @@ def test_batched_matmul_beyond_the_grid_limit_loops_over_batches(monkeypatch):
     # launch ("invalid argument"). With the cap lowered to 2, 5 batches need the in-kernel loop.
     from drtriton.compiler import kernels
 
-    monkeypatch.setattr(kernels, "MAX_GRID_Z", 2)
+    monkeypatch.setattr(kernels.writer, "MAX_GRID_Z", 2)
     src = program("return torch.relu(torch.matmul(a, b))", [(5, 16, 33), (5, 33, 16)])
     candidate = check(src)
     assert "for pb in range(tl.program_id(2), 5, 2)" in candidate

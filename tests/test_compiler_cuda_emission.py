@@ -45,11 +45,11 @@ SOURCES = {**{f"op_{n}": source(n) for n in sorted(OPS)}, **{f"real_{n}": s for 
 @pytest.mark.parametrize("name", sorted(SOURCES))
 def test_cuda_candidate_runs_correctly(name, pick, monkeypatch):
     # These test programs are small: every size decision is forced, autotuned (first or last
-    # config of each space) or fixed (the launch GPUs get below kernels.SMALL_WORK).
+    # config of each space) or fixed (the launch GPUs get below kernels.writer.SMALL_WORK).
     from drtriton.compiler import kernels
 
     src = SOURCES[name]
-    monkeypatch.setattr(kernels, "SMALL_WORK", 2**62 if pick == "fixed" else 0)
+    monkeypatch.setattr(kernels.writer, "SMALL_WORK", 2**62 if pick == "fixed" else 0)
     candidate = compile_program(src, CompilerConfig(device="cuda"))
     if pick != "fixed":
         assert "@triton.autotune(" in candidate

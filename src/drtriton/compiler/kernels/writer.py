@@ -1,0 +1,336 @@
+"""The kernel writer: a ``Writer`` holds one kernel under construction (index expressions,
+loads of lazy ``ir.Expr`` inputs, stores through fused epilogues) and finishes it as a ``Kernel``
+with its launch grid and, on a GPU, its autotuning space."""
+
+from __future__ import annotations
+
+import contextlib
+from dataclasses import dataclass, field
+
+import torch
+
+from drtriton.compiler import ir
+
+TL_DTYPES = {
+    torch.float32: "tl.float32",
+    torch.float16: "tl.float16",
+    torch.float64: "tl.float64",
+    torch.bfloat16: "tl.bfloat16",
+    torch.int64: "tl.int64",
+    torch.int32: "tl.int32",
+    torch.bool: "tl.int1",
+}
+
+
+HELPERS = {
+    "_tanh": '''@triton.jit
+def _tanh(x):
+    # tanh via exp: saturates correctly to +-1 (no libdevice in the interpreter)
+    return 1.0 - 2.0 / (tl.exp(2.0 * x) + 1.0)
+''',
+    "_max_combine": '''@triton.jit
+def _max_combine(a, b):
+    return tl.maximum(a, b)
+''',
+    "_min_combine": '''@triton.jit
+def _min_combine(a, b):
+    return tl.minimum(a, b)
+''',
+}
+
+
+def next_pow2(n: int) -> int:
+    p = 1
+    while p < n:
+        p *= 2
+    return p
+
+
+@dataclass(frozen=True)
+class Blocks:
+    """Block sizes for one device. ``tune`` adds a small ``triton.autotune`` space (GPU only)."""
+
+    pointwise: int = 1024
+    row_elems: int = 4096  # BM * BR of a row kernel
+    row_single: int = 4096  # rows up to this length stay in registers (one pass over memory)
+    mm: tuple[int, int, int] = (32, 32, 32)
+    tune: bool = False
+
+
+CPU_BLOCKS = Blocks()
+
+
+CUDA_BLOCKS = Blocks(pointwise=1024, row_elems=4096, row_single=8192, mm=(64, 64, 32), tune=True)
+
+
+@dataclass
+class Epilogue:
+    """Elementwise tail fused into a producer: ``expr`` reads the producer's output ``hole``."""
+
+    expr: ir.Expr
+    hole: str
+
+
+@dataclass
+class Kernel:
+    name: str
+    source: str
+    buffers: list[str]  # pointer arguments, in order (forward-level variable names)
+    grid: str  # python expression for the launch grid (uses META on cuda)
+    consts: dict[str, int] = field(default_factory=dict)  # fixed constexprs (cpu)
+    work: int = 1  # total work, passed as the runtime argument N (autotune key)
+    helpers: set[str] = field(default_factory=set)
+    warps: int | None = None  # num_warps of a fixed (not autotuned) CUDA launch
+
+    def launch(self) -> str:
+        args = ", ".join([*self.buffers, str(self.work)])
+        consts = "".join(f", {k}={v}" for k, v in self.consts.items())
+        if self.warps is not None:
+            consts += f", num_warps={self.warps}"
+        return f"{self.name}[{self.grid}]({args}{consts})"
+
+
+def _lit(value) -> str:
+    if isinstance(value, bool):
+        return "1" if value else "0"
+    if isinstance(value, float):
+        if value != value:
+            return 'float("nan")'
+        if value in (float("inf"), float("-inf")):
+            return 'float("inf")' if value > 0 else '-float("inf")'
+        return repr(value)
+    return str(int(value))
+
+
+class Writer:
+    """One kernel's source under construction, with CSE of evaluated subexpressions per scope."""
+
+    def __init__(self, name: str, doc: str, blocks: Blocks):
+        self.name, self.doc, self.blocks = name, doc, blocks
+        self.bufs: dict[str, str] = {}
+        self.lines: list[str] = []
+        self.depth = 1
+        self.count = 0
+        self.memo: list[dict] = [{}]
+        self.helpers: set[str] = set()
+        self.constexprs: list[str] = []
+        self.epilogue: Epilogue | None = None
+        # multi-indices made by delinearize(): idx tuple -> (linear variable, shape)
+        self.linear: dict[tuple[str, ...], tuple[str, ir.Shape]] = {}
+
+    # ---- plumbing
+    def ptr(self, buf: str, out: bool = False) -> str:
+        if buf not in self.bufs:
+            self.bufs[buf] = "out_ptr" if out else f"in{len(self.bufs)}_ptr"
+        return self.bufs[buf]
+
+    def line(self, text: str) -> None:
+        self.lines.append("    " * self.depth + text)
+
+    def tmp(self, code: str, prefix: str = "t") -> str:
+        self.count += 1
+        var = f"{prefix}{self.count}"
+        self.line(f"{var} = {code}")
+        return var
+
+    @contextlib.contextmanager
+    def block(self, header: str | None):
+        """A nested scope (loop body); ``None`` inlines the body (single-iteration loop)."""
+        if header is None:
+            yield
+            return
+        self.line(header)
+        self.depth += 1
+        self.memo.append({})
+        try:
+            yield
+        finally:
+            self.memo.pop()
+            self.depth -= 1
+
+    def _get(self, key):
+        for scope in reversed(self.memo):
+            if key in scope:
+                return scope[key]
+        return None
+
+    def delinearize(self, lin: str, shape: ir.Shape) -> list[str]:
+        """Multi-index (one expression per dim) of a row-major linear index."""
+        strides = ir.contiguous_strides(shape)
+        out = []
+        for d, (size, stride) in enumerate(zip(shape, strides, strict=True)):
+            if size == 1:
+                out.append("0")
+                continue
+            code = lin if stride == 1 else f"({lin} // {stride})"
+            if d > 0:
+                code = f"{code} % {size}"
+            out.append(self.tmp(code, "i"))
+        self.linear[tuple(out)] = (lin, tuple(shape))
+        return out
+
+    # ---- expression evaluation
+    def ev(self, e: ir.Expr, idx: list[str], mask: str, subst: dict | None = None) -> str:
+        key = (id(e), tuple(idx), mask)
+        hit = self._get(key)
+        if hit is not None:
+            return hit
+        code = self._ev(e, list(idx), mask, subst or {})
+        var = code if isinstance(e, ir.Const) else self.tmp(code, "v")
+        self.memo[-1][key] = var
+        return var
+
+    def _ev(self, e, idx, mask, subst) -> str:
+        if isinstance(e, ir.Const):
+            return _lit(e.value)
+        if isinstance(e, ir.Load):
+            if e.buf in subst:
+                return subst[e.buf]
+            terms = [f"{i} * {s}" if s != 1 else i for i, s, n in zip(idx, e.strides, e.shape, strict=True)
+                     if s != 0 and n != 1 and i != "0"]
+            if e.offset:
+                terms.append(str(e.offset))
+            p = self.ptr(e.buf)
+            if not any(s != 0 and n != 1 and i != "0" for i, s, n in zip(idx, e.strides, e.shape, strict=True)):
+                return f"tl.load({p} + {e.offset})"
+            lin = self._contiguous_linear(e, idx)
+            if lin is not None:
+                # a contiguous read in the kernel's own order: the plain linear index keeps the
+                # access pattern visible to Triton (coalesced, vectorised), no div/mod, no where()
+                return f"tl.load({p} + {lin}{f' + {e.offset}' if e.offset else ''}, mask={mask}, other=0)"
+            # where(): the offset takes the mask's block shape even when every index is a
+            # scalar (batch or group ids), and masked lanes never form an out-of-range address
+            return f"tl.load({p} + tl.where({mask}, {' + '.join(terms)}, 0), mask={mask}, other=0)"
+        if isinstance(e, ir.Op):
+            args = [self.ev(a, idx, mask, subst) for a in e.args]
+            return self._op(e, args, idx)
+        if isinstance(e, ir.View):
+            cidx = []
+            for od, start, step in e.maps:
+                if od < 0 or idx[od] == "0":
+                    cidx.append(str(start))
+                else:
+                    code = idx[od] if step == 1 else f"{idx[od]} * {step}"
+                    cidx.append(self.tmp(f"{code} + {start}", "i") if start else code)
+            return self.ev(e.child, cidx, mask, subst)
+        if isinstance(e, ir.Reshape):
+            strides = ir.contiguous_strides(e.shape)
+            terms = [f"{i} * {s}" for i, s, n in zip(idx, strides, e.shape, strict=True) if n != 1 and i != "0"]
+            lin = self.tmp(" + ".join(terms) if terms else "0", "i")
+            return self.ev(e.child, self.delinearize(lin, e.child.shape), mask, subst)
+        if isinstance(e, ir.Cat):
+            d = e.dim
+            result = None
+            for part, off in reversed(list(zip(e.parts, e.offsets, strict=True))):
+                lo, hi = off, off + part.shape[d]
+                cond = self.tmp(f"({idx[d]} >= {lo}) & ({idx[d]} < {hi})", "c")
+                pidx = list(idx)
+                pidx[d] = self.tmp(f"{idx[d]} - {lo}", "i") if lo else idx[d]
+                pmask = self.tmp(f"{mask} & {cond}", "m")
+                val = self.ev(part, pidx, pmask, subst)
+                result = val if result is None else self.tmp(f"tl.where({cond}, {val}, {result})", "v")
+            return result
+        raise TypeError(f"cannot evaluate {type(e).__name__}")
+
+    def _contiguous_linear(self, e: ir.Load, idx: list[str]) -> str | None:
+        """The linear variable ``idx`` was delinearized from, when ``e`` reads exactly that
+        row-major order (same shape, contiguous strides); else None."""
+        made = self.linear.get(tuple(idx))
+        if made is None or tuple(e.shape) != made[1]:
+            return None
+        strides = ir.contiguous_strides(e.shape)
+        if any(n != 1 and s != c for s, c, n in zip(e.strides, strides, e.shape, strict=True)):
+            return None
+        return made[0]
+
+    def _op(self, e: ir.Op, a: list[str], idx: list[str]) -> str:
+        n, p = e.name, e.params
+        binary = {"add": "+", "sub": "-", "mul": "*", "div": "/", "lt": "<", "le": "<=",
+                  "gt": ">", "ge": ">=", "eq": "==", "ne": "!=", "and": "&", "or": "|"}
+        if n in binary:
+            return f"{a[0]} {binary[n]} {a[1]}"
+        simple = {"exp": "tl.exp", "log": "tl.log", "sqrt": "tl.sqrt", "rsqrt": "tl.rsqrt",
+                  "cos": "tl.cos", "sin": "tl.sin", "exp2": "tl.exp2", "log2": "tl.log2",
+                  "abs": "tl.abs", "floor": "tl.floor", "ceil": "tl.ceil", "erf": "tl.math.erf",
+                  "sigmoid": "tl.sigmoid", "maximum": "tl.maximum", "minimum": "tl.minimum",
+                  "where": "tl.where"}
+        if n in simple:
+            return f"{simple[n]}({', '.join(a)})"
+        x = a[0] if a else ""
+        if n == "neg":
+            return f"-{x}"
+        if n == "not":
+            return f"{x} == 0"
+        if n == "cast":
+            return f"{x}.to({TL_DTYPES[e.dtype]})"
+        if n == "tanh":
+            self.helpers.add("_tanh")
+            return f"_tanh({x})"
+        if n == "relu":
+            return f"tl.maximum({x}, 0)"
+        if n == "lerp":  # PyTorch's two-sided formula, for matching rounding
+            s, t, w = a
+            return f"tl.where(tl.abs({w}) < 0.5, {s} + {w} * ({t} - {s}), {t} - ({t} - {s}) * (1 - {w}))"
+        if n == "pow":
+            return f"tl.exp2({a[1]} * tl.log2({x}))"
+        if n == "sign":
+            return f"tl.where({x} > 0, 1.0, tl.where({x} < 0, -1.0, 0.0))"
+        if n == "round":  # round half to even, as torch.round
+            return f"tl.where(tl.abs({x} - tl.floor({x}) - 0.5) == 0, 2.0 * tl.floor({x} * 0.5 + 0.5), tl.floor({x} + 0.5))"
+        if n in ("triu", "tril"):
+            (diag,) = p
+            rel = ">=" if n == "triu" else "<="
+            return f"tl.where(({idx[-1]} - {idx[-2]}) {rel} {diag}, {x}, 0)"
+        raise KeyError(n)
+
+    # ---- output
+    def store(self, out: str, lin: str, value: str, mask: str, shape: ir.Shape) -> None:
+        """Write ``value`` (the producer's element at row-major ``lin`` of ``shape``)."""
+        if self.epilogue is not None:
+            epi = self.epilogue
+            idx = self.delinearize(lin, epi.expr.shape)
+            value = self.ev(epi.expr, idx, mask, subst={epi.hole: value})
+        self.line(f"tl.store({self.ptr(out, out=True)} + {lin}, {value}, mask={mask})")
+
+    def finish(self, grid: str, consts: dict[str, int], work: int, tune: list[str] | None) -> Kernel:
+        params = [*self.bufs.values(), "N", *(f"{c}: tl.constexpr" for c in self.constexprs)]
+        head = []
+        if tune:
+            head.append("@triton.autotune(configs=[")
+            head.extend(f"    {c}," for c in tune)
+            head.append('], key=["N"])')
+        head.append("@triton.jit")
+        head.append(f"def {self.name}({', '.join(params)}):")
+        head.append(f'    """{self.doc}"""')
+        src = "\n".join(head + self.lines) + "\n"
+        return Kernel(self.name, src, list(self.bufs), grid, consts, work, set(self.helpers))
+
+
+# Below this many elements touched, a kernel launches with one fixed config: on an H200 the
+# autotuner's per-call dispatch added ~25 us of launch time (plain jit 31 us, autotuned 56 us, for
+# an 8K-element SiLU; benchmarks/gpu_profile.py), more than such a kernel runs.
+SMALL_WORK = 1 << 20
+
+
+def finish_1d(w: Writer, units: int, key: str, configs: list[tuple[int, int]], elems: int,
+               cpu_value: int) -> Kernel:
+    """Launch over ceil(units / key) programs. CUDA: autotune over ``configs`` ((value, warps))
+    when the kernel touches ``elems`` >= SMALL_WORK elements, else the middle config, fixed.
+    CPU (interpreter): ``cpu_value``, fixed."""
+    if w.blocks.tune and elems >= SMALL_WORK:
+        tune = [tune_config({key: v}, wp) for v, wp in configs]
+        return w.finish(f'lambda META: (triton.cdiv({units}, META["{key}"]),)', {}, units, tune)
+    if w.blocks.tune:
+        value, warps = configs[len(configs) // 2]
+        kernel = w.finish(f"({-(-units // value)},)", {key: value}, units, None)
+        kernel.warps = warps
+        return kernel
+    return w.finish(f"({-(-units // cpu_value)},)", {key: cpu_value}, units, None)
+
+
+def tune_config(consts: dict[str, int], warps: int) -> str:
+    inner = ", ".join(f'"{k}": {v}' for k, v in consts.items())
+    return f"triton.Config({{{inner}}}, num_warps={warps})"
+
+
+MAX_GRID_Z = 65535  # CUDA's limit on grid axes 1 and 2
