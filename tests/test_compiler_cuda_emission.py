@@ -124,9 +124,9 @@ def test_gpu_scale_launch_grids_fit_cuda_limits(level):
     """Every launch of the CUDA emission of GPU-scale programs (up to 4G elements) has a grid
     within CUDA's limits for every autotune config (grid axes 1 and 2 stop at 65535): a grid
     beyond them fails only on the GPU, at launch."""
-    import re
     import types
 
+    from compiler_cases.launches import launches
     from drtriton.synth import SynthConfig, synthesize
 
     programs = synthesize(SynthConfig(level=level, num=4, scale="gpu", seed=7, check="meta"))
@@ -136,13 +136,13 @@ def test_gpu_scale_launch_grids_fit_cuda_limits(level):
             src = compile_program(program.source, CompilerConfig(mode=mode, device="cuda"))
             module = types.ModuleType("candidate")
             exec(compile(src, "candidate", "exec"), module.__dict__)
-            for match in re.finditer(r"^\s+(k\d+_\w+)\[(.*?)\]\(", src, re.M):
-                kernel = module.__dict__[match.group(1)]
+            for name, grid_text, _ in launches(src):
+                kernel = module.__dict__[name]
                 tuned = isinstance(kernel, triton.runtime.Autotuner)
-                grid = eval(match.group(2), {"triton": triton})
+                grid = eval(grid_text, {"triton": triton})
                 for config in [c.all_kwargs() for c in kernel.configs] if tuned else [{}]:
                     dims = grid(config) if callable(grid) else grid
                     assert all(1 <= d <= cap for d, cap in zip(dims, CUDA_GRID_LIMITS[: len(dims)], strict=True)), (
-                        program.ops, mode, match.group(1), dims, config)
+                        program.ops, mode, name, dims, config)
                     checked += 1
     assert checked >= len(programs) * 2

@@ -16,13 +16,14 @@ import triton
 from triton.backends.compiler import GPUTarget
 from triton.compiler import ASTSource
 
+from compiler_cases.launches import launches
+
 TARGET = GPUTarget("cuda", 90, 32)
 
 
-def launch_constexprs(source: str, name: str) -> dict:
-    """Keyword constants of a fixed launch, e.g. ``k2[(1,)](a, b, 1, BM=1, num_warps=4)``."""
-    match = re.search(rf"{name}\[.*?\]\((.*)\)\s*$", source, re.M)
-    pairs = re.findall(r"(\w+)=(\d+)", match.group(1)) if match else []
+def launch_constexprs(args: str) -> dict:
+    """Keyword constants of a fixed launch's arguments, e.g. ``a, b, 1, BM=1, num_warps=4``."""
+    pairs = re.findall(r"(\w+)=(\d+)", args)
     return {k: int(v) for k, v in pairs if k not in ("num_warps", "num_stages")}
 
 
@@ -31,13 +32,14 @@ def dots(path: str) -> dict[str, list[str]]:
     spec = importlib.util.spec_from_file_location("candidate", path)
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
+    launched = {name: args for name, _, args in launches(source)}
     out = {}
     for name, obj in vars(module).items():
         if isinstance(obj, triton.runtime.Autotuner):
             settings = [c.all_kwargs() for c in obj.configs]
             fn = obj.fn
-        elif isinstance(obj, triton.runtime.JITFunction) and f"{name}[" in source:  # launched
-            settings, fn = [launch_constexprs(source, name)], obj
+        elif isinstance(obj, triton.runtime.JITFunction) and name in launched:  # not a helper
+            settings, fn = [launch_constexprs(launched[name])], obj
         else:
             continue
         for k, setting in enumerate(settings):
