@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import functools
 import json
 import threading
 import time
@@ -77,6 +78,15 @@ def _policy(config: BenchConfig, device: str):
     return load_policy(config.policy, device)
 
 
+@functools.lru_cache(maxsize=8)
+def _compile(source: str, mode: str, target: str) -> str:
+    """The compiler's candidate; cached so that a hybrid run comparing both modes for
+    ``reused_row`` does not compile its own candidate again to judge it."""
+    from drtriton.compiler import CompilerConfig, compile_program
+
+    return compile_program(source, CompilerConfig(mode=mode, device=target))
+
+
 def _body(candidate: str) -> str:
     """A compiler candidate without its first line (the docstring line naming the mode)."""
     return candidate.split("\n", 1)[-1]
@@ -87,8 +97,6 @@ def reused_row(problem: Problem, config: BenchConfig, device: str, other: dict |
     same kernels in both modes (only the docstring's mode differs) and that verdict was correct.
     Only strict to hybrid: a correct strict verdict holds in hybrid mode, which allows more; the
     reverse need not hold, and an incorrect verdict is judged again rather than trusted."""
-    from drtriton.compiler import CompilerConfig, compile_program
-
     if other is None or other.get("status") != "correct":
         return None
     if (other.get("env") or {}).get("mode") != "strict":
@@ -97,8 +105,8 @@ def reused_row(problem: Problem, config: BenchConfig, device: str, other: dict |
         return None
     target = "cuda" if device.startswith("cuda") else "cpu"
     try:
-        ours = compile_program(problem.source, CompilerConfig(mode=config.mode, device=target))
-        theirs = compile_program(problem.source, CompilerConfig(mode="strict", device=target))
+        ours = _compile(problem.source, config.mode, target)
+        theirs = _compile(problem.source, "strict", target)
     except Exception:  # noqa: BLE001 - judged the ordinary way, which reports the error
         return None
     if _body(ours) != _body(theirs):
@@ -114,8 +122,6 @@ def solve_problem(
     problem: Problem, config: BenchConfig, pool, fragment_pool=None, other_mode_row: dict | None = None
 ) -> dict:
     """Produce a candidate for one problem with the configured policy and judge it."""
-    from drtriton.compiler import CompilerConfig, compile_program
-
     started = time.perf_counter()
     device = pool.config.resolved_device()
     reused = reused_row(problem, config, device, other_mode_row)
@@ -128,7 +134,7 @@ def solve_problem(
             "status": "invalid_reference"
         }
     if config.search:
-        from drtriton.search import SearchConfig, search
+        from drtriton.search import SearchConfig, compiler_generator, policy_generator, search
 
         search_config = SearchConfig(
             device=device,
@@ -139,8 +145,6 @@ def solve_problem(
             candidates_per_fragment=config.candidates_per_fragment,
             cache_path=config.search_cache,
         )
-        from drtriton.search import compiler_generator, policy_generator
-
         generators = [compiler_generator(config.mode, device)]
         if config.policy != "compiler":
             generators.append(policy_generator(_policy(config, device), config.samples))
@@ -157,10 +161,8 @@ def solve_problem(
         return row | _search_columns(report)
     try:
         if config.policy == "compiler":
-            compiler = CompilerConfig(
-                mode=config.mode, device="cuda" if device.startswith("cuda") else "cpu"
-            )
-            candidate = compile_program(problem.source, compiler)
+            target = "cuda" if device.startswith("cuda") else "cpu"
+            candidate = _compile(problem.source, config.mode, target)
         else:  # pass@1: the policy's first answer is the one that counts
             from drtriton.policy import Sampling, parse_answer
 
