@@ -278,3 +278,75 @@ def test_cached_verdicts_are_keyed_by_every_judging_setting():
                    {"input_sets": 1}, {"time_compile": False}, {"mode": "hybrid"}):
         assert judging_settings(base) != judging_settings(dataclasses.replace(base, **change))
     assert judging_settings(base) != judging_settings(fragment_judge_config(base))
+
+
+PROGRAM_WITH_PARAMETERS = """import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+FEATURES = 4
+
+
+class Model(nn.Module):
+    def __init__(self, c_in, c_out):
+        super().__init__()
+        self.conv = nn.Conv2d(c_in, c_out, 3)
+        self.norm = nn.BatchNorm2d(c_out)
+        self.lin = nn.Linear(6, FEATURES)
+
+    def forward(self, x):
+        a = self.conv(x)
+        b = F.gelu(a)
+        c = self.norm(b)
+        d = self.lin(c)
+        return torch.softmax(d, dim=-1)
+
+
+def get_inputs():
+    return [torch.randn(2, 3, 8, 8)]
+
+
+def get_init_inputs():
+    return [3, 5]
+"""
+
+
+def test_fragments_of_a_program_with_parameters_compose_to_it():
+    """Each fragment is built by the program's constructor (a seeded build holds the program's
+    values); the composition builds them from one random state and keeps one copy of each tensor."""
+    traced = trace(PROGRAM_WITH_PARAMETERS)
+    assert traced.has_parameters and traced.constructor is not None
+    ranges = segments(traced, 2)
+    choices = {}
+    for start, stop in ranges:
+        frag = make_fragment(traced, start, stop)
+        fake = Verdict("correct", runtime_ms=random.Random(start * 5 + stop).uniform(0.5, 2.0))
+        choices[(start, stop)] = Choice(frag, _as_candidate(frag.source), fake)
+    cover = best_cover(len(traced.nodes), choices)
+    assert len(cover) >= 2
+    reference = load_program(PROGRAM_WITH_PARAMETERS)
+    composed = load_program(_standalone(compose(traced, cover)))
+    x = torch.randn(2, 3, 8, 8)
+    torch.manual_seed(3)
+    model = reference.Model(3, 5)
+    torch.manual_seed(3)
+    candidate = composed.Model(3, 5)  # as the judge builds it: same seed, same constructor inputs
+    torch.testing.assert_close(candidate(x), model(x))
+    count = sum(p.numel() for p in candidate.parameters())
+    assert count == sum(p.numel() for p in model.parameters())  # shared, not one copy per fragment
+
+
+def test_a_constructor_that_cannot_be_copied_leaves_the_program_whole():
+    opaque = PROGRAM_WITH_PARAMETERS.replace("return [3, 5]", "return [3, torch.tensor(5)]")
+    traced = trace(opaque)
+    assert traced.has_parameters and traced.constructor is None
+    assert make_fragment(traced, 0, 2) is None
+
+
+@pytest.mark.slow
+def test_cpu_search_splits_a_program_with_parameters():
+    config = SearchConfig(device="cpu", max_fragment_ops=2, judge_workers=1)
+    report = search(PROGRAM_WITH_PARAMETERS, config)
+    assert report.status == "correct", report.notes
+    assert report.fragments_tried >= 3
+    assert report.composed_verdict is not None and report.composed_verdict.ok, report.composed_verdict

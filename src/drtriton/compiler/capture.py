@@ -63,8 +63,8 @@ def capture(source: str) -> Captured:
             "forward", 0, "", f"cannot trace forward(): {type(exc).__name__}: {exc}"
         ) from exc
     gm = fx.GraphModule(tracer.root, graph)
-    inputs = _meta_inputs(module)
-    if inputs is None or not _propagate_on_meta(gm, inputs):
+    inputs = meta_inputs(module)
+    if inputs is None or not propagate_on_meta(gm, inputs):
         # some op without a meta kernel (or inputs that need data): run the real thing once
         inputs = list(module.get_inputs())
         with torch.no_grad():
@@ -74,7 +74,7 @@ def capture(source: str) -> Captured:
     return Captured(gm, model, source.splitlines(), init_src, preamble, names, inputs)
 
 
-def _meta_inputs(module) -> list | None:
+def meta_inputs(module) -> list | None:
     """``get_inputs()`` on the meta device: shapes without data (a GPU-scale program's inputs
     took 30 s and 11 GB to draw on the CPU). None when the function needs real data."""
     try:
@@ -87,7 +87,7 @@ def _meta_inputs(module) -> list | None:
     return inputs
 
 
-def _propagate_on_meta(gm: fx.GraphModule, inputs: list) -> bool:
+def propagate_on_meta(gm: fx.GraphModule, inputs: list) -> bool:
     """Shapes/dtypes on every node from meta tensors (free); False when an op has no meta kernel."""
     try:
         meta_gm = fx.GraphModule(_meta_copy(gm), gm.graph)

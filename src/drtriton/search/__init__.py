@@ -15,8 +15,11 @@
    ``ModelNew``, which is verified (and timed) end to end. The result is the faster correct one of
    the composition and the best whole-program candidate.
 
-Programs with parameters (``nn.Linear`` and the like) are searched whole: fragments would need the
-parent's parameters. ``SearchReport`` says what was spent.
+Programs with parameters (``nn.Conv2d`` and the like): every fragment is built by the program's own
+constructor, so a seeded build holds the program's values, and the composition builds each
+fragment from the same random state (then shares one copy of each tensor). A constructor that
+cannot be copied (non-torch modules, non-literal arguments) leaves the program searched whole.
+``SearchReport`` says what was spent.
 
     from drtriton.search import SearchConfig, search
     report = search(reference_source, SearchConfig(device="cpu"))

@@ -79,7 +79,9 @@ def compose(traced: Traced, choices: Sequence[Choice]) -> str:
         lines.append(f"        {outs} = self.f{k}({', '.join(choice.fragment.inputs)})")
     result = [n for n in traced.graph.nodes if n.op == "output"][0].args[0]
     ret = ", ".join(n.name for n in result) if isinstance(result, tuple | list) else result.name
-    init = "\n".join(f"        self.f{k} = _f{k}_ModelNew()" for k in range(len(choices)))
+    init = _constructor_lines(traced, len(choices))
+    if traced.constructor is not None:
+        parts.insert(0, _SHARE_PARAMETERS)
     params = ", ".join(p.name for p in traced.placeholders)
     model = (
         "class ModelNew(nn.Module):\n"
@@ -89,6 +91,35 @@ def compose(traced: Traced, choices: Sequence[Choice]) -> str:
         f"    def forward(self, {params}):\n" + "\n".join(lines) + f"\n        return {ret}\n"
     )
     return "\n".join(imports) + "\n\n\n" + "\n\n\n".join(parts) + "\n\n\n" + model
+
+
+def _constructor_lines(traced: Traced, count: int) -> str:
+    """``ModelNew.__init__``'s body. Fragments of a program with parameters are built by the
+    program's constructor, each from the same random state, so each holds the program's seeded
+    values (as the whole program's candidate would); then they share the first one's tensors."""
+    if traced.constructor is None:
+        return "\n".join(f"        self.f{k} = _f{k}_ModelNew()" for k in range(count))
+    lines = ["        rng = torch.get_rng_state()"]
+    for k in range(count):
+        lines += ["        torch.set_rng_state(rng)", f"        self.f{k} = _f{k}_ModelNew(*init_inputs)"]
+        if k:
+            lines.append(f"        _share_parameters(self.f0, self.f{k})")
+    return "\n".join(lines)
+
+
+# Emitted into a composition with parameters: one copy of each tensor (a level-5 program held a
+# 900 MB convolution weight), where two fragments name it alike.
+_SHARE_PARAMETERS = '''def _share_parameters(first, other):
+    """Point other's parameters and buffers at first's where names and shapes agree."""
+    mine = {**dict(first.named_parameters()), **dict(first.named_buffers())}
+    for name, tensor in [*other.named_parameters(), *other.named_buffers()]:
+        source = mine.get(name)
+        if source is None:
+            continue
+        same_kind = isinstance(source, nn.Parameter) == isinstance(tensor, nn.Parameter)
+        if same_kind and source.shape == tensor.shape and source.dtype == tensor.dtype:
+            owner, _, leaf = name.rpartition(".")
+            setattr(other.get_submodule(owner), leaf, source)'''
 
 
 def best_cover(n: int, choices: dict[tuple[int, int], Choice]) -> list[Choice] | None:

@@ -217,8 +217,9 @@ def search(
         traced = trace(reference)
         choices: dict[tuple[int, int], Choice] = {}
         tried = 0
-        if traced.has_parameters:
-            notes.append("program has parameters: searched whole, not by fragments")
+        searchable = not traced.has_parameters or traced.constructor is not None
+        if not searchable:
+            notes.append("the constructor cannot be copied into fragments: searched whole")
         else:
             for start, stop in segments(traced, config.max_fragment_ops):
                 if time.perf_counter() - started > config.wall_time_s:
@@ -236,7 +237,7 @@ def search(
         cover = best_cover(len(traced.nodes), choices) if choices else None
         composed_src = compose(traced, cover) if cover else None
         composed = judge(reference, composed_src) if composed_src else None
-        if cover is None and not traced.has_parameters:
+        if cover is None and searchable:
             notes.append("no cover of the program by verified fragments")
     finally:
         if own_pool:

@@ -3,6 +3,7 @@ fragment ranges are judged."""
 
 from __future__ import annotations
 
+import ast
 import math
 import operator
 import textwrap
@@ -34,31 +35,66 @@ class Traced:
     nodes: list[fx.Node]  # compute nodes in topological order
     placeholders: list[fx.Node]
     has_parameters: bool
+    root: torch.nn.Module | None = None  # the traced module, whose submodules fragments call
+    # A program with parameters: its constructor rendered for a fragment (see ``_constructor``);
+    # None where it has none, or where it cannot be copied (then it is searched whole).
+    constructor: Constructor | None = None
+
+
+@dataclass(frozen=True)
+class Constructor:
+    """The program's ``__init__`` (torch names only), the module-level names it needs and its
+    ``get_init_inputs()`` as a literal: every fragment is built exactly like the program, so a
+    seeded build creates the same parameters with the same values."""
+
+    init: str  # ``def __init__`` indented for a class body
+    preamble: str
+    init_inputs: str
 
 
 def trace(source: str) -> Traced:
     """Trace ``Model.forward`` and record every node's tensor shape and dtype."""
     from torch.fx.passes.shape_prop import ShapeProp
 
+    from drtriton.compiler.capture import meta_inputs, propagate_on_meta
+
     module = load_program(source, "search_reference")
     torch.manual_seed(0)
     model = module.Model(*module.get_init_inputs())
     with FX_TRACE_LOCK:
         gm = fx.symbolic_trace(model)
-    try:  # shapes from meta tensors: a GPU-scale program would take minutes on the CPU
-        with torch.device("meta"):
-            ShapeProp(gm).propagate(*module.get_inputs())
-    except Exception:  # an op without a meta kernel: propagate real tensors
+    inputs = meta_inputs(module)  # shapes from meta tensors: a GPU-scale program took minutes on the CPU
+    if inputs is None or not propagate_on_meta(gm, inputs):  # an op without a meta kernel
         torch.manual_seed(1)
         ShapeProp(gm).propagate(*module.get_inputs())
     has_params = any(True for _ in model.parameters()) or any(True for _ in model.buffers())
+    constructor = _constructor(source, module) if has_params else None
     nodes = [
         n
         for n in gm.graph.nodes
         if n.op in ("call_function", "call_method", "call_module", "get_attr")
     ]
     placeholders = [n for n in gm.graph.nodes if n.op == "placeholder"]
-    return Traced(gm.graph, nodes, placeholders, has_params)
+    return Traced(gm.graph, nodes, placeholders, has_params, gm, constructor)
+
+
+def _constructor(source: str, module) -> Constructor | None:
+    """The program's constructor for its fragments, or None when it cannot be rendered (a
+    non-torch module in ``__init__``, constructor arguments that are not literals)."""
+    from drtriton.compiler.capture import extract_init
+
+    try:
+        init, preamble = extract_init(source)
+    except Exception:  # the compiler's reason (e.g. UnsupportedOperatorError) does not matter here
+        return None
+    init_inputs = list(module.get_init_inputs())
+    text = repr(init_inputs)
+    try:
+        if ast.literal_eval(text) != init_inputs:
+            return None
+    except (ValueError, SyntaxError):
+        return None
+    return Constructor(init, preamble, text)
 
 
 def is_free(node: fx.Node) -> bool:
@@ -89,7 +125,9 @@ def make_fragment(traced: Traced, start: int, stop: int) -> Fragment | None:
     inputs, outputs = _boundary(inside)
     if not outputs or any(_tensor_meta(n) is None for n in inputs + outputs):
         return None
-    source = _fragment_source(inside, inputs, outputs)
+    if traced.has_parameters and traced.constructor is None:
+        return None
+    source = _fragment_source(traced, inside, inputs, outputs)
     ops = sum(not is_free(n) for n in inside)
     return Fragment(
         start, stop, ops, tuple(n.name for n in inputs), tuple(n.name for n in outputs), source
@@ -113,7 +151,9 @@ def _tensor_meta(node: fx.Node):
     return meta if hasattr(meta, "shape") else None
 
 
-def _fragment_source(inside: list[fx.Node], inputs: list[fx.Node], outputs: list[fx.Node]) -> str:
+def _fragment_source(
+    traced: Traced, inside: list[fx.Node], inputs: list[fx.Node], outputs: list[fx.Node]
+) -> str:
     graph = fx.Graph()
     env: dict[fx.Node, fx.Node] = {}
     for node in inputs:
@@ -122,10 +162,16 @@ def _fragment_source(inside: list[fx.Node], inputs: list[fx.Node], outputs: list
         env[node] = graph.node_copy(node, lambda n: env[n])
     result = env[outputs[0]] if len(outputs) == 1 else tuple(env[n] for n in outputs)
     graph.output(result)
-    code = fx.GraphModule(torch.nn.Module(), graph).code.strip()
-    randn = [_input_expr(_tensor_meta(n)) for n in inputs]
-    return _FRAGMENT_TEMPLATE.format(
-        forward=textwrap.indent(code, "    "), inputs=",\n        ".join(randn)
+    # the root supplies the submodules that call_module nodes name (self.conv, ...)
+    root = traced.root if traced.constructor is not None else torch.nn.Module()
+    code = fx.GraphModule(root, graph).code.strip()
+    randn = ",\n        ".join(_input_expr(_tensor_meta(n)) for n in inputs)
+    forward = textwrap.indent(code, "    ")
+    if traced.constructor is None:
+        return _FRAGMENT_TEMPLATE.format(forward=forward, inputs=randn)
+    c = traced.constructor
+    return _FRAGMENT_WITH_PARAMETERS_TEMPLATE.format(
+        preamble=c.preamble, init=c.init, forward=forward, inputs=randn, init_inputs=c.init_inputs
     )
 
 
@@ -158,6 +204,32 @@ def get_inputs():
 
 def get_init_inputs():
     return []
+'''
+
+
+_FRAGMENT_WITH_PARAMETERS_TEMPLATE = '''import torch
+import torch.nn as nn
+
+{preamble}
+
+
+class Model(nn.Module):
+    """A fragment of a larger program, built by that program's constructor: a seeded build
+    creates the same parameters, in the same order, as the program's."""
+
+{init}
+
+{forward}
+
+
+def get_inputs():
+    return [
+        {inputs},
+    ]
+
+
+def get_init_inputs():
+    return {init_inputs}
 '''
 
 
