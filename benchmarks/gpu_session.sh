@@ -13,6 +13,8 @@
 #   bash benchmarks/gpu_session.sh hybrid  # compiler benchmark, hybrid mode
 #   bash benchmarks/gpu_session.sh search_ac # search L5 first program (GPU 0) | all-correct A/B, search second (GPU 1)
 #   bash benchmarks/gpu_session.sh finish    # strict then hybrid benchmark (GPU 0) | all-correct A/B, search L5 (GPU 1)
+#   bash benchmarks/gpu_session.sh l20     # level-20 filters over the held-out pool, sample, compiler benchmark
+#   bash benchmarks/gpu_session.sh search_hybrid # fragment search, hybrid judge: L5 (GPU 0) | L20 (GPU 1)
 #   bash benchmarks/gpu_session.sh search  # fragment search (with its whole-program contestant), L5/L20
 # Needs: torch, triton, transformers (there), OR-Tools wheels in .whl/ (carried) for the synthesis
 # filters that the benchmark re-runs on the GPU. Pass DRTRITON_COMMIT=<your HEAD's short hash>
@@ -137,6 +139,33 @@ case $phase in
         --repeats 2 --no-compile-baseline --out "$res/throughput_nocompile" > "$res/throughput_nocompile.log" 2>&1
      CUDA_VISIBLE_DEVICES=1 timeout 200 python3 benchmarks/bench_judge.py --device cuda --n 2 --workers 1 \
         --repeats 1 --out "$res/throughput_compile" > "$res/throughput_compile.log" 2>&1) &
+    wait ;;
+  l20)  # level 20: the synthesis filters over the held-out pool on both GPUs (FILTER_S; a run
+    # resumes from the logs), the sample (the first NUM valid programs in index order), then the
+    # compiler benchmark on it: strict on both GPUs, then hybrid reusing identical kernels' verdicts
+    pool=benchmarks/programs/synthetic_gpu_heldout_l20_pool.jsonl
+    sample=benchmarks/programs/synthetic_gpu_heldout_l20.jsonl
+    logs="benchmarks/results/gpu/l20_filter_0.jsonl benchmarks/results/gpu/l20_filter_1.jsonl"
+    for g in 0 1; do
+      (CUDA_VISIBLE_DEVICES=$g timeout "${FILTER_S:-240}" python3 benchmarks/gpu_filter.py check \
+          --programs $pool --log benchmarks/results/gpu/l20_filter_$g.jsonl --shard $g/2 > "$res/filter_$g.log" 2>&1) &
+    done
+    wait
+    cp benchmarks/results/gpu/l20_filter_*.jsonl "$res"/
+    python3 benchmarks/gpu_filter.py keep --programs $pool --logs $logs --keep "${NUM:-8}" --out $sample > "$res/keep.log" 2>&1
+    cp $sample "$res"/
+    budget=$((budget - ${FILTER_S:-240} - ${HYBRID_S:-120})) bench_file $sample strict_l20 --levels 20 \
+        --num "${NUM:-8}" --mode strict --timeout-s "${TIMEOUT_S:-150}"
+    budget=${HYBRID_S:-120} bench_file $sample hybrid_l20 --levels 20 --num "${NUM:-8}" --mode hybrid \
+        --timeout-s "${TIMEOUT_S:-150}" --reuse-rows benchmarks/results/gpu/strict_l20.json.rows.jsonl ;;
+  search_hybrid)  # fragment search, hybrid judge (the compiler's strict and hybrid candidates for
+    # the whole program and for every fragment): GPU 0 the level-5 sample, GPU 1 the level-20
+    # sample; a call cut short resumes from the rows and the verdict cache (OUT.search.sqlite)
+    (CUDA_VISIBLE_DEVICES=0 bench search_l5 --levels 5 --num 8 --mode hybrid --search \
+        --max-fragment-ops "${MAX_OPS:-3}" --search-wall-s "${SEARCH_S:-300}" --timeout-s "${TIMEOUT_S:-150}") &
+    (CUDA_VISIBLE_DEVICES=1 bench_file benchmarks/programs/synthetic_gpu_heldout_l20.jsonl search_l20 --levels 20 \
+        --num 8 --mode hybrid --search --max-fragment-ops "${MAX_OPS_L20:-5}" --search-wall-s "${SEARCH_S:-300}" \
+        --timeout-s "${TIMEOUT_S:-150}") &
     wait ;;
   hybrid)
     bench hybrid --levels 1,2,5,20 --mode hybrid ;;

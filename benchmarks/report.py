@@ -44,16 +44,21 @@ def synth_block() -> str | None:
 LAUNCH_BOUND_MS = 0.05  # eager under 50 us: launch overhead, not the kernel, decides the ratio
 
 
-def _gpu_rows(names: tuple[str, ...]) -> list[dict]:
+# rows file (benchmarks/results/gpu/NAME.json.rows.jsonl) -> the mode it reports; level 20 has
+# its own sample (the first valid programs of a larger pool: benchmarks/gpu_filter.py)
+COMPILER_RUNS = {"strict": "strict", "hybrid": "hybrid", "strict_l20": "strict", "hybrid_l20": "hybrid"}
+
+
+def _gpu_rows(runs: dict[str, str]) -> list[dict]:
     rows = []
-    for name in names:
+    for name, mode in runs.items():
         path = RESULTS / "gpu" / f"{name}.json.rows.jsonl"
         if path.exists():
             latest = {}  # a problem judged again (a resumed run re-judges stale rows): the last row
             for line in path.read_text().splitlines():
                 if line:
                     row = json.loads(line)
-                    latest[row["id"]] = _checked(row) | {"mode": name}
+                    latest[row["id"]] = _checked(row) | {"mode": mode}
             rows += latest.values()
     return rows
 
@@ -140,7 +145,7 @@ def gpu_compiler_block() -> str | None:
     """Per-level summaries and per-problem rows of the H200 runs of `drtriton bench`."""
     from drtriton.bench import summarize
 
-    rows = _gpu_rows(("strict", "hybrid"))
+    rows = _gpu_rows(COMPILER_RUNS)
     if not rows:
         return None
     notes_path = RESULTS / "gpu" / "notes.json"

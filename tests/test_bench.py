@@ -253,3 +253,33 @@ def test_hybrid_bench_reuses_correct_strict_verdicts_of_identical_kernels(tmp_pa
     assert not any("verdict_reused_from" in r for r in rows)
     missing = runner.invoke(app, [*common, "--out", str(again), "--reuse-rows", str(tmp_path / "nope.jsonl")])
     assert missing.exit_code == 2 and "no such file" in missing.output
+
+
+def test_reference_filters_wait_for_fx_tracing():
+    """Regression: the filters run a reference eagerly in the bench's process; a candidate traced
+    by another thread at the same time (torch.fx patches Module.__call__ globally) broke them on
+    the H200 (NameError in one run, another reason in the next). They take the fx lock."""
+    import threading
+
+    from drtriton.bench.run import run_filters
+    from drtriton.program import FX_TRACE_LOCK
+    from drtriton.synth import SynthConfig, synthesize
+
+    (record,) = synthesize(SynthConfig(level=2, num=1, seed=3))
+    result = []
+    with FX_TRACE_LOCK:
+        worker = threading.Thread(target=lambda: result.append(run_filters(record, "cpu")))
+        worker.start()
+        worker.join(timeout=1.0)
+        assert worker.is_alive() and not result  # blocked while a trace holds the lock
+    worker.join(timeout=60)
+    assert result == [None]  # then it runs, and the program passes
+
+
+def test_filter_errors_carry_their_message():
+    from drtriton.synth import SynthConfig, check_program, synthesize
+
+    (record,) = synthesize(SynthConfig(level=1, num=1, seed=3))
+    broken = record.__class__(**{**record.__dict__, "source": record.source.replace("def forward(self, ", "def forward(self, y, ")})
+    reason = check_program(broken, "run")
+    assert reason.startswith("error:TypeError: ") and "forward()" in reason, reason

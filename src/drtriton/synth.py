@@ -355,7 +355,7 @@ def check_program(
             runs = _Runs(module, device, seed)
             outputs = runs.outputs
     except Exception as exc:  # a shape rule the catalogue got wrong: report, never hide
-        return f"error:{type(exc).__name__}"
+        return f"error:{type(exc).__name__}: {str(exc)[:200]}"
     if [list(o.shape) for o in outputs] != draft.output_shapes:
         return "shape_mismatch"
     if [str(o.dtype).removeprefix("torch.") for o in outputs] != draft.output_dtypes:
@@ -472,7 +472,7 @@ def synthesize_one(config: SynthConfig, index: int) -> SynthResult:
                 **asdict(draft),
             )
             return SynthResult(program, dict(rejected))
-        rejected[reason] += 1
+        rejected[reason.split(": ", 1)[0]] += 1  # counted by kind (errors without their message)
     raise SynthError(
         f"program {index} ({', '.join(op_names)}): no valid draw in {config.max_attempts} "
         f"attempts; rejections: {dict(rejected)}"
