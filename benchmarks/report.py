@@ -185,10 +185,57 @@ def gpu_compiler_block() -> str | None:
     )
 
 
+SEARCH_RUNS = ("search_l5", "search_l20")  # benchmarks/gpu_session.sh search_hybrid
+
+
+def gpu_search_block() -> str | None:
+    """Fragment search against its own best whole-program candidate, both judged in the same run."""
+    from drtriton.bench import summarize
+
+    rows = [r for r in _gpu_rows({name: "hybrid" for name in SEARCH_RUNS})]
+    if not rows:
+        return None
+    summary = []
+    for level in sorted({r["level"] for r in rows}):
+        s = summarize([r for r in rows if r["level"] == level])
+        summary.append({"level": level, "problems": s["problems"], "correct": s["correct"],
+                        "search_vs_best_whole_geomean": _fmt(s.get("search_gain_geomean")),
+                        "compared": s.get("search_gain_problems", 0),
+                        "rescued_by_search": s.get("rescued_by_search", 0),
+                        "geomean_vs_eager": _fmt(s["geomean_eager"]),
+                        "geomean_vs_compile": _fmt(s["geomean_compile"])})
+    per_problem = []
+    for r in sorted(rows, key=lambda r: (r["level"], int(r["id"].split("-")[1]))):
+        both = r.get("whole_runtime_ms") and r.get("runtime_ms") and r["status"] == "correct"
+        per_problem.append({
+            "problem": r["id"].rsplit("-", 1)[0], "ops": r["ops"], "status": r["status"],
+            "whole_ms": _fmt(r.get("whole_runtime_ms")) if r.get("whole_status") == "correct"
+            else (r.get("whole_status") or "none"),
+            "composed_ms": _fmt(r.get("composed_runtime_ms")) if r.get("composed_status") == "correct"
+            else (r.get("composed_status") or "not composed"),
+            "fragments": r.get("segments", 0) if r.get("chosen") == "composed" else "",
+            "chosen": r.get("chosen", ""), "vs_eager": _fmt(r.get("speedup_eager")),
+            "vs_compile": _fmt(r.get("speedup_compile")),
+            "search_gain": _fmt(r["whole_runtime_ms"] / r["runtime_ms"]) if both else "",
+            "ranges_judged": r.get("fragments_tried", ""), "wall_s": _fmt(r.get("wall_s")),
+            "note": "" if r["status"] == "correct" else (r.get("reason") or "")[:120],
+        })
+    envs = sorted({f"{e['device']}, torch {e['torch']}, triton {e['triton']}, {e['date']}, commit {e['commit']}"
+                   for e in (r["env"] for r in rows if "env" in r)})
+    return (
+        markdown_table(summary, list(summary[0])) + "\n\n" + markdown_table(per_problem, list(per_problem[0]))
+        + f"\n\n_{'; '.join(envs)}; hybrid judge (preset hardened, fp32): the built-in compiler's strict and "
+        "hybrid candidates for the whole program and for every fragment; `search_gain` is the best "
+        "whole-program candidate's time over the chosen program's, both judged in the same search; "
+        "generated from `benchmarks/results/gpu/search_l*.json.rows.jsonl`._"
+    )
+
+
 def main() -> None:
     readme = ROOT / "README.md"
     text = readme.read_text()
-    for name, block in [("synth", synth_block()), ("gpu_compiler", gpu_compiler_block())]:
+    for name, block in [("synth", synth_block()), ("gpu_compiler", gpu_compiler_block()),
+                        ("gpu_search", gpu_search_block())]:
         if block is not None:
             text = replace_block(text, name, block)
     readme.write_text(text)

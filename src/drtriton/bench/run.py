@@ -49,6 +49,7 @@ def _search_columns(report) -> dict:
         v = verdict.to_dict() if verdict is not None else {}
         out[f"{name}_status"] = v.get("status")
         out[f"{name}_runtime_ms"] = v.get("runtime_ms")
+        out[f"{name}_speedup_eager"] = v.get("speedup_eager")
     return out
 
 
