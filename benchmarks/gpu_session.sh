@@ -14,6 +14,7 @@
 #   bash benchmarks/gpu_session.sh search_ac # search L5 first program (GPU 0) | all-correct A/B, search second (GPU 1)
 #   bash benchmarks/gpu_session.sh finish    # strict then hybrid benchmark (GPU 0) | all-correct A/B, search L5 (GPU 1)
 #   bash benchmarks/gpu_session.sh l20     # level-20 filters over the held-out pool, sample, compiler benchmark
+#   bash benchmarks/gpu_session.sh l20_search # L20 compiler rows resumed, then L5 search (GPU 0) | L20 search (GPU 1)
 #   bash benchmarks/gpu_session.sh search_hybrid # fragment search, hybrid judge: L5 (GPU 0) | L20 (GPU 1)
 #   bash benchmarks/gpu_session.sh search  # fragment search (with its whole-program contestant), L5/L20
 # Needs: torch, triton, transformers (there), OR-Tools wheels in .whl/ (carried) for the synthesis
@@ -162,10 +163,23 @@ case $phase in
     # the whole program and for every fragment): GPU 0 the level-5 sample, GPU 1 the level-20
     # sample; a call cut short resumes from the rows and the verdict cache (OUT.search.sqlite)
     (CUDA_VISIBLE_DEVICES=0 bench search_l5 --levels 5 --num 8 --mode hybrid --search \
-        --max-fragment-ops "${MAX_OPS:-3}" --search-wall-s "${SEARCH_S:-300}" --timeout-s "${TIMEOUT_S:-150}") &
+        --max-fragment-ops "${MAX_OPS:-3}" --search-wall-s "${SEARCH_S:-150}" --timeout-s "${TIMEOUT_S:-150}") &
     (CUDA_VISIBLE_DEVICES=1 bench_file benchmarks/programs/synthetic_gpu_heldout_l20.jsonl search_l20 --levels 20 \
-        --num 8 --mode hybrid --search --max-fragment-ops "${MAX_OPS_L20:-5}" --search-wall-s "${SEARCH_S:-300}" \
+        --num 8 --mode hybrid --search --max-fragment-ops "${MAX_OPS_L20:-7}" --search-wall-s "${SEARCH_S_L20:-200}" \
         --timeout-s "${TIMEOUT_S:-150}") &
+    wait ;;
+  l20_search)  # GPU 0: the level-20 compiler benchmark resumed (strict STRICT_S, then hybrid
+    # HYBRID_S), then the hybrid fragment search on the level-5 sample; GPU 1: the hybrid fragment
+    # search on the level-20 sample (both resume from their rows and verdict caches)
+    sample=benchmarks/programs/synthetic_gpu_heldout_l20.jsonl
+    (export CUDA_VISIBLE_DEVICES=0
+     budget=${STRICT_S:-90} bench_file $sample strict_l20 --levels 20 --num 8 --mode strict --timeout-s "${TIMEOUT_S:-150}"
+     budget=${HYBRID_S:-200} bench_file $sample hybrid_l20 --levels 20 --num 8 --mode hybrid \
+        --timeout-s "${TIMEOUT_S:-150}" --reuse-rows benchmarks/results/gpu/strict_l20.json.rows.jsonl
+     budget=$((budget - ${STRICT_S:-90} - ${HYBRID_S:-200})) bench search_l5 --levels 5 --num 8 --mode hybrid --search \
+        --max-fragment-ops "${MAX_OPS:-3}" --search-wall-s "${SEARCH_S:-150}" --timeout-s "${TIMEOUT_S:-150}") &
+    (CUDA_VISIBLE_DEVICES=1 bench_file $sample search_l20 --levels 20 --num 8 --mode hybrid --search \
+        --max-fragment-ops "${MAX_OPS_L20:-7}" --search-wall-s "${SEARCH_S_L20:-200}" --timeout-s "${TIMEOUT_S:-150}") &
     wait ;;
   hybrid)
     bench hybrid --levels 1,2,5,20 --mode hybrid ;;
