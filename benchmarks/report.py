@@ -141,6 +141,27 @@ def _coverage(rows: list[dict]) -> str:
     return ", ".join(f"level {lv}: {len({r['id'] for r in rows if r['level'] == lv})} programs" for lv in levels)
 
 
+def _l20_pool_text() -> str:
+    """How the level-20 sample was drawn, from the filter logs of benchmarks/gpu_filter.py."""
+    from collections import Counter
+
+    entries = {}
+    for log in sorted((RESULTS / "gpu").glob("l20_filter_*.jsonl")):
+        for line in log.read_text().splitlines():
+            entry = json.loads(line)
+            entries[entry["id"]] = entry
+    if not entries:
+        return "level 20 not run"
+    reasons = Counter((e["reason"] or "valid").split(": ")[0] for e in entries.values())
+    pool = ROOT / "benchmarks" / "programs" / "synthetic_gpu_heldout_l20_pool.jsonl"
+    size = sum(1 for line in pool.read_text().splitlines() if line)
+    failed = ", ".join(f"{n} {r}" for r, n in reasons.most_common() if r != "valid")
+    return (f"level 20: every program of the {size}-program held-out pool whose reference passes the "
+            f"synthesis filters run on the H200 (`benchmarks/gpu_filter.py`; {reasons['valid']} of "
+            f"{len(entries)}; the others: {failed}), in "
+            "`benchmarks/programs/synthetic_gpu_heldout_l20.jsonl`")
+
+
 def gpu_compiler_block() -> str | None:
     """Per-level summaries and per-problem rows of the H200 runs of `drtriton bench`."""
     from drtriton.bench import summarize
@@ -178,9 +199,9 @@ def gpu_compiler_block() -> str | None:
            "torch.compile baseline was fixed (it ran eagerly, commit be9caa6): their compile "
            "columns are blank; " if any(r.get("compile_was_eager") for r in rows) else "")
         + f"{_coverage(rows)} of the held-out GPU sample "
-        "(`benchmarks/programs/synthetic_gpu_heldout.jsonl`, 8 programs per level); a program whose "
-        "reference fails the synthesis filters on the GPU (`invalid_reference`) is listed but not "
-        "counted; generated from "
+        "(`benchmarks/programs/synthetic_gpu_heldout.jsonl`, 8 programs per level at levels 1, 2 and 5); "
+        "a program whose reference fails the synthesis filters on the GPU (`invalid_reference`) is "
+        f"listed but not counted; {_l20_pool_text()}; generated from "
         "`benchmarks/results/gpu/*.rows.jsonl` and the recorded analyses in `notes.json`._"
     )
 
