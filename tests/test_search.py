@@ -253,6 +253,9 @@ def test_compiler_generator_offers_hybrid_variants_only_to_a_hybrid_judge():
     hybrid = compiler_generator("hybrid", "cpu")(program)
     assert len(strict) == 1 and len(hybrid) == 2
     assert hybrid[0] == strict[0] and hybrid[1] != strict[0]
+    # regression: with no matmul or convolution the hybrid translation is the strict one but for
+    # its docstring, and the H200 search judged each such fragment twice
+    assert len(compiler_generator("hybrid", "cpu")(PROGRAM)) == 1
 
 
 def test_fragments_are_judged_as_a_prefilter():

@@ -97,11 +97,6 @@ def _compile(source: str, mode: str, target: str) -> str:
     return compile_program(source, CompilerConfig(mode=mode, device=target))
 
 
-def _body(candidate: str) -> str:
-    """A compiler candidate without its first line (the docstring line naming the mode)."""
-    return candidate.split("\n", 1)[-1]
-
-
 def reused_row(problem: Problem, config: BenchConfig, device: str, other: dict | None) -> dict | None:
     """The other mode's row for this problem, when it still holds here: the compiler writes the
     same kernels in both modes (only the docstring's mode differs) and that verdict was correct.
@@ -119,7 +114,9 @@ def reused_row(problem: Problem, config: BenchConfig, device: str, other: dict |
         theirs = _compile(problem.source, "strict", target)
     except Exception:  # noqa: BLE001 - judged the ordinary way, which reports the error
         return None
-    if _body(ours) != _body(theirs):
+    from drtriton.compiler import kernel_body
+
+    if kernel_body(ours) != kernel_body(theirs):
         return None
     source = {k: other.get("env", {}).get(k) for k in ("commit", "source_sha", "date", "device")}
     return {k: v for k, v in other.items() if k != "env"} | {

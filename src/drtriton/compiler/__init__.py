@@ -21,7 +21,13 @@ from drtriton.compiler.emit import emit
 from drtriton.compiler.lower import Lowering
 from drtriton.program import FX_TRACE_LOCK
 
-__all__ = ["CompilerConfig", "UnsupportedOperatorError", "compile_program"]
+__all__ = ["CompilerConfig", "UnsupportedOperatorError", "compile_program", "kernel_body"]
+
+
+def kernel_body(candidate: str) -> str:
+    """A compiler candidate without its first line, the docstring line naming the mode: two
+    candidates with the same body are the same program (the hybrid mode wrote the same kernels)."""
+    return candidate.split("\n", 1)[-1]
 
 
 def compile_program(source: str, config: CompilerConfig | None = None) -> str:
