@@ -46,13 +46,16 @@ def test_untimed_rows_have_accuracy_only():
 
 def test_search_gain_compares_with_the_whole_candidate_of_the_same_run():
     rows = [
-        _row("correct") | {"runtime_ms": 1.0, "whole_status": "correct", "whole_runtime_ms": 2.0},
-        _row("correct") | {"runtime_ms": 4.0, "whole_status": "correct", "whole_runtime_ms": 2.0},
-        _row("correct") | {"runtime_ms": 3.0, "whole_status": "incorrect", "whole_runtime_ms": None},
+        # raw times say 2x; side by side with eager (what counts) the chosen program is 0.5x
+        _row("correct", eager=2.0) | {"runtime_ms": 1.0, "whole_status": "correct", "whole_runtime_ms": 2.0,
+                                      "whole_speedup_eager": 4.0},
+        _row("correct", eager=2.0) | {"runtime_ms": 1.0, "whole_status": "correct", "whole_runtime_ms": 1.0,
+                                      "whole_speedup_eager": 2.0},
+        _row("correct", eager=3.0) | {"runtime_ms": 3.0, "whole_status": "incorrect", "whole_runtime_ms": None},
         _row("incorrect") | {"runtime_ms": None, "whole_status": "incorrect"},
     ]
     s = summarize(rows)
-    assert s["search_gain_geomean"] == pytest.approx(1.0)  # 2x and 0.5x
+    assert s["search_gain_geomean"] == pytest.approx(0.5**0.5)  # 0.5x and 1x (raw times: 2x and 1x)
     assert s["search_gain_problems"] == 2 and s["rescued_by_search"] == 1
     assert "search_gain_geomean" not in summarize(ROWS)  # rows without search say nothing
 

@@ -353,3 +353,19 @@ def test_cpu_search_splits_a_program_with_parameters():
     assert report.status == "correct", report.notes
     assert report.fragments_tried >= 3
     assert report.composed_verdict is not None and report.composed_verdict.ok, report.composed_verdict
+
+
+def test_whole_or_composed_is_chosen_by_speedups_measured_side_by_side():
+    """Regression: on the H200 a composition timed 1.19 ms against the whole candidate's 1.45 ms,
+    but its own verdict's eager took 1.26 ms against 1.63 ms in the whole's: by speedup (each a
+    ratio measured in one verdict) it was the slower one, and raw times had chosen it."""
+    from drtriton.search.core import _report
+
+    whole = ("W", Verdict("correct", runtime_ms=1.45, eager_ms=1.63, speedup_eager=1.124))
+    composed = Verdict("correct", runtime_ms=1.19, eager_ms=1.26, speedup_eager=1.057)
+    report = _report(whole, "C", composed, [], 3, (5, 0), 0.0, "cuda", [])
+    assert report.chosen == "whole" and report.source == "W"
+    faster = Verdict("correct", runtime_ms=1.19, eager_ms=1.63, speedup_eager=1.37)
+    assert _report(whole, "C", faster, [], 3, (5, 0), 0.0, "cuda", []).chosen == "composed"
+    untimed = (whole[0], Verdict("correct")), Verdict("correct")  # CPU: the whole candidate first
+    assert _report(untimed[0], "C", untimed[1], [], 3, (5, 0), 0.0, "cpu", []).chosen == "whole"

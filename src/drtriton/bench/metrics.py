@@ -48,16 +48,17 @@ def summarize(rows: Sequence[dict]) -> dict:
 
 
 def search_gain(rows: Sequence[dict]) -> dict:
-    """What search added over its own best whole-program candidate, judged in the same run:
-    the geometric-mean ratio whole time / chosen time where both are correct and timed, and the
-    problems only search got right."""
+    """What search added over its own best whole-program candidate, judged in the same search: the
+    geometric mean of the chosen program's speedup over eager divided by the whole candidate's,
+    where both are correct and timed (each speedup is measured side by side with eager in its own
+    verdict; raw times of two verdicts are not comparable), and the problems only search got right."""
     ratios = [
-        r["whole_runtime_ms"] / r["runtime_ms"]
+        r["speedup_eager"] / r["whole_speedup_eager"]
         for r in rows
         if r["status"] == "correct"
         and r.get("whole_status") == "correct"
-        and r.get("whole_runtime_ms")
-        and r.get("runtime_ms")
+        and r.get("whole_speedup_eager")
+        and r.get("speedup_eager")
     ]
     return {
         "search_gain_geomean": math.exp(sum(map(math.log, ratios)) / len(ratios))
