@@ -100,11 +100,11 @@ def test_gpu_row_reductions_with_few_long_rows_split(body, shape, monkeypatch):
     # over a whole 983M-element tensor ran in one program): rows are reduced in chunks, padded
     # with the identity to whole chunks, then the chunk results are reduced.
     from compiler_cases.harness import program
-    from drtriton.compiler import lower
+    from drtriton.compiler import reduce
 
-    monkeypatch.setattr(lower, "ROW_SPLIT_MIN_LEN", 1024)
-    monkeypatch.setattr(lower, "ROW_SPLIT_CHUNK", 256)
-    monkeypatch.setattr(lower, "ROW_SPLIT_PROGRAMS", 16)
+    monkeypatch.setattr(reduce, "ROW_SPLIT_MIN_LEN", 1024)
+    monkeypatch.setattr(reduce, "ROW_SPLIT_CHUNK", 256)
+    monkeypatch.setattr(reduce, "ROW_SPLIT_PROGRAMS", 16)
     src = program(f"return {body}", [shape])
     candidate = compile_program(src, CompilerConfig(device="cuda"))
     assert candidate.count("def k") >= 2  # partial and final reductions at least

@@ -31,6 +31,11 @@ class CompilerConfig:
             raise ValueError(f"device must be one of {DEVICES}, got {self.device!r}")
 
 
+class Unsupported(Exception):
+    """Raised inside a lowering; ``Lowering`` turns it into UnsupportedOperatorError with the
+    node's source line."""
+
+
 class UnsupportedOperatorError(ValueError):
     """The program uses an operator (or a form of one) the compiler cannot lower."""
 

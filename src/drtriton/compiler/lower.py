@@ -29,25 +29,8 @@ import torch.nn.functional as F
 
 from drtriton.compiler import ir, kernels
 from drtriton.compiler.capture import Captured, node_line
-from drtriton.compiler.config import CompilerConfig, UnsupportedOperatorError
-
-
-class Unsupported(Exception):
-    """Raised inside a handler; turned into UnsupportedOperatorError with the node's line."""
-
-
-SPLITTABLE = ("sum", "mean", "amax", "amin")  # chunk results combine exactly
-SPLIT_TARGET_ELEMS = 1 << 16  # kept elements x chunks a split column reduction aims for
-# Row reductions with few rows (a full sum, a LayerNorm over a whole tensor): one program per
-# row leaves most SMs idle (a 983M-element LayerNorm with one row ran in one program). With
-# fewer than ROW_SPLIT_MAX_ROWS rows of at least ROW_SPLIT_MIN_LEN elements, each row is
-# reduced in chunks of ROW_SPLIT_CHUNK multiples, about ROW_SPLIT_PROGRAMS programs in all.
-ROW_SPLITTABLE = ("sum", "mean", "amax", "amin", "norm2", "var")
-ROW_SPLIT_MAX_ROWS = 256
-ROW_SPLIT_MIN_LEN = 1 << 16
-ROW_SPLIT_PROGRAMS = 1024
-ROW_SPLIT_CHUNK = 4096
-_IDENTITY = {"sum": 0.0, "amax": float("-inf"), "amin": float("inf")}
+from drtriton.compiler.config import CompilerConfig, Unsupported, UnsupportedOperatorError
+from drtriton.compiler.reduce import Reductions
 
 
 @dataclass
@@ -103,7 +86,7 @@ def _label(node: fx.Node, gm: fx.GraphModule) -> str:
     return f"{mod.split('.')[-1] or 'builtin'}.{name}"
 
 
-class Lowering:
+class Lowering(Reductions):
     def __init__(self, cap: Captured, config: CompilerConfig):
         self.cap, self.config = cap, config
         self.blocks = kernels.CUDA_BLOCKS if config.device == "cuda" else kernels.CPU_BLOCKS
@@ -424,164 +407,6 @@ class Lowering:
         if isinstance(v, bool | int | float):
             return ir.const(v)
         raise Unsupported(f"argument of type {type(v).__name__}")
-
-    def reduce(self, kind: str, x: ir.Expr, dims, keepdim: bool = False, **kw) -> ir.Expr:
-        x = self.t(x)
-        rank = len(x.shape)
-        if rank == 0:
-            x = ir.reshape(x, (1,))
-            rank, dims = 1, None
-        if dims is None:
-            dims = tuple(range(rank))
-        elif isinstance(dims, int):
-            dims = (dims,)
-        dims = tuple(sorted({d % rank for d in dims}))
-        kept = tuple(s for d, s in enumerate(x.shape) if d not in dims)
-        dtype = torch.int64 if kind in ("argmax", "argmin") else (
-            x.dtype if ir.is_float(x.dtype) else torch.float32)
-        if kind in ("sum", "amax", "amin") and not ir.is_float(x.dtype):
-            raise Unsupported(f"{kind} of {x.dtype}")
-        self.flush_expr(x)
-        chunks = self._row_split(kind, x.shape, dims)
-        if chunks:
-            out = self._row_split_reduce(kind, x, dims, chunks, kw.get("correction", 1))
-            out = ir.reshape(out, kept)
-            if keepdim:
-                return ir.reshape(out, tuple(1 if d in dims else s for d, s in enumerate(x.shape)))
-            return out
-        split = self._split_factor(kind, x.shape, dims)
-        if split:
-            out = self._split_reduce(kind, x, dims[0], split, kept, dtype)
-        else:
-            out = self.kernel(lambda w, o, x=x, dims=dims: kernels.rowwise(w, kind, x, dims, o, **kw),
-                              kept, dtype)
-        if keepdim:
-            return ir.reshape(out, tuple(1 if d in dims else s for d, s in enumerate(x.shape)))
-        return out
-
-    def _split_factor(self, kind: str, shape: ir.Shape, dims: tuple[int, ...]) -> int:
-        """How many chunks a GPU column reduction splits its reduced dim into (0: none).
-
-        A column reduction (the innermost dim kept) gives each program BM kept elements and
-        the whole reduced length: with few kept elements there are too few programs to keep HBM
-        busy (an 8192 x 8192 sum over dim 0 ran at 0.65x eager on an H200). Splitting the
-        reduced dim into chunks reduced in parallel, then reducing the chunk results, fixes
-        that for the kinds whose chunk results combine exactly (equal chunks make mean exact).
-        """
-        if not self.blocks.tune or kind not in SPLITTABLE or len(dims) != 1:
-            return 0
-        d = dims[0]
-        if d == len(shape) - 1 or shape[-1] == 1:
-            return 0
-        n = shape[d]
-        want = -(-SPLIT_TARGET_ELEMS // (ir.numel(shape) // n))
-        split = 1
-        while split < want and split * 2 <= min(64, n // 256) and n % (split * 2) == 0:
-            split *= 2
-        return split if split >= 2 else 0
-
-    def _split_reduce(self, kind: str, x: ir.Expr, d: int, split: int, kept: ir.Shape,
-                      dtype: torch.dtype) -> ir.Expr:
-        """``kind`` over dim ``d`` as two reductions: over chunks of ``d``, then over the chunks."""
-        n = x.shape[d]
-        chunked = ir.reshape(x, x.shape[:d] + (split, n // split) + x.shape[d + 1:])
-        part_shape = x.shape[:d] + (split,) + x.shape[d + 1:]
-        part = self.kernel(lambda w, o, x=chunked: kernels.rowwise(w, kind, x, (d + 1,), o),
-                           part_shape, dtype)
-        self.flush_expr(part)
-        return self.kernel(lambda w, o, x=part: kernels.rowwise(w, kind, x, (d,), o), kept, dtype)
-
-    def _row_split(self, kind: str, shape: ir.Shape, dims: tuple[int, ...]) -> int:
-        """How many chunks each row of a GPU row reduction with few, long rows is cut into."""
-        if not self.blocks.tune or kind not in ROW_SPLITTABLE or not shape:
-            return 0
-        if (len(shape) - 1) not in dims and shape[-1] != 1:
-            return 0  # a column reduction: _split_factor's case
-        length = ir.numel(tuple(shape[d] for d in dims))
-        rows = ir.numel(shape) // max(length, 1)
-        if rows >= ROW_SPLIT_MAX_ROWS or length < ROW_SPLIT_MIN_LEN:
-            return 0
-        want = -(-ROW_SPLIT_PROGRAMS // rows)
-        return max(0, min(want, length // ROW_SPLIT_CHUNK))
-
-    def _row_split_reduce(self, kind: str, x: ir.Expr, dims: tuple[int, ...], chunks: int,
-                          correction: int) -> ir.Expr:
-        """``kind`` over ``dims`` as [rows, length] -> [rows, chunks] partials -> [rows].
-
-        Rows are padded with the reduction's identity to whole chunks (a Cat with a constant),
-        so any length splits. mean, norm2 and var are sums with a final elementwise step (var
-        in two passes, as the one-kernel form computes it)."""
-        kept = [d for d in range(len(x.shape)) if d not in dims]
-        length = ir.numel(tuple(x.shape[d] for d in dims))
-        rows = ir.numel(x.shape) // length
-        if kind == "var":
-            mean = self._row_split_reduce("mean", x, dims, chunks, 0)
-            keep = tuple(1 if d in dims else s for d, s in enumerate(x.shape))
-            dev = ir.op("sub", x, ir.reshape(mean, keep))
-            total = self._row_split_reduce("sum", ir.op("mul", dev, dev), dims, chunks, 0)
-            if length - correction <= 0:
-                return ir.op("mul", total, ir.const(float("nan")))
-            return ir.op("div", total, ir.const(float(length - correction)))
-        if kind == "norm2":
-            return ir.op("sqrt", self._row_split_reduce("sum", ir.op("mul", x, x), dims, chunks, 0))
-        base = "sum" if kind == "mean" else kind
-        perm = tuple(kept) + tuple(dims)
-        flat = ir.reshape(ir.permute(x, perm) if perm != tuple(range(len(perm))) else x,
-                          (rows, length))
-        chunk = -(-length // chunks)
-        chunk = -(-chunk // ROW_SPLIT_CHUNK) * ROW_SPLIT_CHUNK
-        chunks = -(-length // chunk)
-        pad = chunks * chunk - length
-        if pad:
-            fill = ir.Const((rows, pad), flat.dtype, _IDENTITY[base])  # a shaped constant
-            flat = ir.Cat((rows, length + pad), flat.dtype, (flat, fill), 1, (0, length))
-        parts = ir.reshape(flat, (rows, chunks, chunk))
-        dtype = flat.dtype if ir.is_float(flat.dtype) else torch.float32
-        partial = self.kernel(lambda w, o, x=parts: kernels.rowwise(w, base, x, (2,), o),
-                              (rows, chunks), dtype)
-        self.flush_expr(partial)
-        out = self.kernel(lambda w, o, x=partial: kernels.rowwise(w, base, x, (1,), o),
-                          (rows,), dtype)
-        return ir.op("div", out, ir.const(float(length))) if kind == "mean" else out
-
-    def rowfull(self, kind: str, x: ir.Expr, dims, **kw) -> ir.Expr:
-        """Softmax-like ops over ``dims`` producing a tensor of x's shape."""
-        x = self.t(x)
-        if not ir.is_float(x.dtype):
-            x = ir.cast(x, torch.float32)
-        rank = len(x.shape)
-        dims = tuple(sorted({d % max(rank, 1) for d in ((dims,) if isinstance(dims, int) else dims)}))
-        if self._row_split("sum", x.shape, dims):
-            return self._rowfull_split(kind, x, dims, **kw)
-        self.flush_expr(x)
-        return self.kernel(lambda w, o, x=x: kernels.rowwise(w, kind, x, dims, o, **kw), x.shape, x.dtype)
-
-    def _rowfull_split(self, kind: str, x: ir.Expr, dims: tuple[int, ...], eps: float = 1e-5,
-                       **_) -> ir.Expr:
-        """Few long rows: the statistics as split reductions, then one elementwise pass."""
-        if kind == "normalize":
-            mean = self.reduce("mean", x, dims, True)
-            dev = ir.op("sub", x, mean)
-            var = self.reduce("mean", ir.op("mul", dev, dev), dims, True)
-            return ir.op("mul", dev, ir.op("rsqrt", ir.op("add", var, ir.const(eps))))
-        top = self.reduce("amax", x, dims, True)
-        shifted = ir.op("sub", x, top)
-        total = self.reduce("sum", ir.op("exp", shifted), dims, True)
-        if kind == "softmax":
-            return ir.op("div", ir.op("exp", shifted), total)
-        if kind == "log_softmax":
-            return ir.op("sub", shifted, ir.op("log", total))
-        raise KeyError(kind)
-
-    def scan(self, kind: str, x: ir.Expr, dim: int) -> ir.Expr:
-        x = self.t(x)
-        if not ir.is_float(x.dtype):
-            raise Unsupported(f"{kind} of {x.dtype}")
-        if len(x.shape) == 0:
-            return x
-        dim = dim % len(x.shape)
-        self.flush_expr(x)
-        return self.kernel(lambda w, o, x=x: kernels.scan(w, kind, x, dim, o), x.shape, x.dtype)
 
     def as_torch(self, e: ir.Expr) -> str:
         """A torch view expression for an Expr (hybrid mode): strided view of a buffer."""
