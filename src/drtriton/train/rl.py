@@ -45,6 +45,7 @@ from drtriton.policy import (
     prompt_ids,
     sample_token_ids,
 )
+from drtriton.train.batches import build_batch, pad_rows, slice_rows, token_logps
 from drtriton.train.drpo import (
     drpo_loss,
     groups_with_signal,
@@ -164,59 +165,6 @@ class Sample:
     @property
     def correct(self) -> bool:
         return self.status == "correct"
-
-
-def build_batch(prompts: list[list[int]], completions: list[list[int]], pad: int) -> dict:
-    """Prompts left-padded to end at one column, completions right-padded after it.
-
-    Only the completion columns need logits (``logits_to_keep``).
-    """
-    p_width = max(len(p) for p in prompts)
-    c_width = max(1, max(len(c) for c in completions))
-    rows, masks, cmask = [], [], []
-    for p, c in zip(prompts, completions, strict=True):
-        left, right = p_width - len(p), c_width - len(c)
-        rows.append([pad] * left + p + c + [pad] * right)
-        masks.append([0] * left + [1] * (len(p) + len(c)) + [0] * right)
-        cmask.append([1] * len(c) + [0] * right)
-    ids = torch.tensor(rows)
-    attention = torch.tensor(masks)
-    return {
-        "input_ids": ids,
-        "attention_mask": attention,
-        "position_ids": (attention.cumsum(-1) - 1).clamp(min=0),
-        "targets": ids[:, p_width:],
-        "completion_mask": torch.tensor(cmask, dtype=torch.float32),
-    }
-
-
-def token_logps(model, batch: dict, device: str) -> torch.Tensor:
-    """log pi(token) for every completion column (rows: answers), float32."""
-    width = batch["targets"].shape[1]
-    logits = model(
-        input_ids=batch["input_ids"].to(device),
-        attention_mask=batch["attention_mask"].to(device),
-        position_ids=batch["position_ids"].to(device),
-        logits_to_keep=width + 1,
-        use_cache=False,
-    ).logits[:, :-1].float()
-    targets = batch["targets"].to(device)
-    picked = logits.gather(-1, targets[..., None]).squeeze(-1)
-    return picked - torch.logsumexp(logits, dim=-1)
-
-
-def _slice(batch: dict, rows: list[int]) -> dict:
-    index = torch.tensor(rows)
-    sliced = {k: v[index] for k, v in batch.items()}
-    # Drop columns that are padding in every selected row (saves compute on short answers).
-    width = int(sliced["completion_mask"].sum(-1).max().item()) or 1
-    extra = sliced["targets"].shape[1] - width
-    if extra:
-        for key in ("input_ids", "attention_mask", "position_ids"):
-            sliced[key] = sliced[key][:, :-extra]
-        sliced["targets"] = sliced["targets"][:, :width]
-        sliced["completion_mask"] = sliced["completion_mask"][:, :width]
-    return sliced
 
 
 # ----------------------------------------------------------------------------- the trainer
@@ -423,7 +371,7 @@ class RLRun:
         with torch.no_grad(), self._autocast():
             for start in range(0, len(rows), self.config.micro_batch):
                 chunk = rows[start:start + self.config.micro_batch]
-                sub = _slice(batch, chunk)
+                sub = slice_rows(batch, chunk)
                 logps = token_logps(self.model, sub, self.device).cpu()
                 lengths = sub["completion_mask"].sum(-1).long().tolist()
                 for j, n in enumerate(lengths):
@@ -456,9 +404,9 @@ class RLRun:
         grpo_total = 0.0
         for start in range(0, len(rows), c.micro_batch):
             local = list(range(start, min(start + c.micro_batch, len(rows))))
-            sub = _slice(batch, [rows[j] for j in local])
+            sub = slice_rows(batch, [rows[j] for j in local])
             mask = sub["completion_mask"].to(self.device)
-            old_sub = _pad_rows([old_rows[j] for j in local], mask.shape[1]).to(self.device)
+            old_sub = pad_rows([old_rows[j] for j in local], mask.shape[1]).to(self.device)
             with self._autocast():
                 logps = token_logps(self.model, sub, self.device)
             kl_sum = (token_kl(logps, old_sub) * mask).sum() / max(1, tokens)
@@ -545,13 +493,6 @@ def run_rl(config: RLConfig, on_step: Callable[[dict], None] | None = None) -> l
 # ----------------------------------------------------------------------------- helpers
 def _pair_key(program_id: str, candidate: str) -> str:
     return hashlib.sha256(f"{program_id}\0{candidate}".encode()).hexdigest()
-
-
-def _pad_rows(rows: list[torch.Tensor], width: int) -> torch.Tensor:
-    out = torch.zeros(len(rows), width)
-    for i, r in enumerate(rows):
-        out[i, : r.numel()] = r
-    return out
 
 
 def _step_metrics(samples: list[Sample], level: int, step: int) -> dict:
