@@ -221,7 +221,7 @@ def gpu_search_block() -> str | None:
     """Fragment search against its own best whole-program candidate, both judged in the same run."""
     from drtriton.bench import summarize
 
-    rows = [r for r in _gpu_rows({name: "hybrid" for name in SEARCH_RUNS})]
+    rows = _gpu_rows({name: "hybrid" for name in SEARCH_RUNS})
     if not rows:
         return None
     summary = []

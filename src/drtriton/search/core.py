@@ -271,7 +271,8 @@ def _report(
     if composed is not None and composed.ok:
         options.append(("composed", composed_src, composed))
     if options:
-        chosen, source, verdict = min(options, key=lambda o: _rank(o[2], options))
+        rank = _ranking([verdict for _, _, verdict in options])
+        chosen, source, verdict = min(options, key=lambda o: rank(o[2]))
     else:
         chosen, source, verdict = "none", None, composed
     segmentation = (
@@ -294,14 +295,14 @@ def _report(
     )
 
 
-def _rank(verdict: Verdict, options: list) -> float:
-    """Smaller is better. Where every contestant was timed against eager, its speedup: each is a
-    ratio measured side by side in its own verdict, while raw times of two verdicts are not (on
-    the H200 eager itself took 1.26 ms in one verdict and 1.63 ms in the next). Otherwise the
-    time; on a CPU every piece costs 1 and the whole-program candidate (listed first) wins ties."""
-    if all(o[2].speedup_eager for o in options):
-        return -verdict.speedup_eager
-    return verdict_cost(verdict)
+def _ranking(verdicts: list[Verdict]) -> Callable[[Verdict], float]:
+    """The sort key of contestants, smaller first. Where all were timed against eager, speedup:
+    each is a ratio measured side by side in its own verdict, while raw times of two verdicts are
+    not (on the H200 eager itself took 1.26 ms in one verdict and 1.63 ms in the next). Otherwise
+    the time; on a CPU every piece costs 1 and the whole-program candidate (listed first) wins."""
+    if all(v.speedup_eager for v in verdicts):
+        return lambda v: -v.speedup_eager
+    return verdict_cost
 
 
 def write_report(report: SearchReport, path: str | Path) -> None:
