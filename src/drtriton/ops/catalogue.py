@@ -1,154 +1,12 @@
-"""The operator catalogue: the 61 operators of CSP-DAG synthesis, each described once.
-
-Every ``OpSpec`` says how the operator is written in PyTorch, which input ranks it accepts, how its
-output shape follows from its inputs as CP-SAT constraints on integer dimension variables, and its
-FLOP model. The synthesizer (``drtriton.synth``) builds programs from it; the compiler and fragment
-search use the same names (``OPS``, ``OP_NAMES``, ``get_op``).
-
-Shapes are lists of dimension variables, right-aligned like PyTorch broadcasting. Structural choices
-(which dim to reduce, which broadcast slots are 1, keepdim, activation constants) are drawn from the
-seeded ``random.Random`` while the model is built; the integer sizes are left to the solver.
-
-Run ``python -m drtriton.ops`` to print the catalogue.
-"""
+"""The 61 operators: each one's PyTorch call, accepted ranks, shape rule (CP-SAT constraints built
+with ``ShapeBuilder``) and FLOP model, then the catalogue itself (``OPS``, ``get_op``)."""
 
 from __future__ import annotations
 
 import random
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
 
-from ortools.sat.python import cp_model
-
-Dim = cp_model.IntVar | int
-Value = Callable[[Dim], int]  # resolves a dimension variable (or constant) to its solved integer
-
-
-@dataclass(frozen=True)
-class ScaleLimits:
-    """Size limits of one synthesis scale (see ``SCALES``)."""
-
-    name: str
-    max_dim: int
-    min_numel: int
-    max_numel: int
-    flops_lo: int  # lower end of the program FLOP band (relaxed downward when infeasible)
-    flops_hi: int
-    max_total_numel: int  # sum of the sizes of all tensors of a program
-    kernel_min: int
-    kernel_max: int
-    stride_max: int
-    dilation_max: int
-    groups_max: int
-    pad_sum_max: int  # 2 * padding <= this for convolutions
-
-
-SCALES: dict[str, ScaleLimits] = {
-    # The published generator's band: GPU-sized programs for training and evaluation.
-    "gpu": ScaleLimits("gpu", 8192, 2**5, 2**30, 2**34, 2**35, 4 * 2**30, 3, 15, 15, 15, 32, 15),
-    # Sizes that the Triton interpreter runs in seconds on a CPU (tests, CPU pipelines).
-    "small": ScaleLimits("small", 64, 2**5, 2**12, 2**16, 2**20, 2**16, 3, 5, 3, 2, 4, 4),
-}
-
-
-@dataclass
-class TensorVar:
-    """A tensor while a program's model is being built: its dims are CP-SAT variables."""
-
-    dims: list[Dim]
-    numel: cp_model.IntVar
-    dtype: str = "float32"
-    name: str = ""
-
-    @property
-    def rank(self) -> int:
-        return len(self.dims)
-
-
-@dataclass
-class Applied:
-    """One operator placed in a program: its output, the extra inputs it created, its FLOPs."""
-
-    output: TensorVar
-    render: Callable[[Value, Sequence[str]], str]  # (value, argument expressions) -> call text
-    flops: cp_model.LinearExprT
-    weights: list[TensorVar] = field(default_factory=list)  # fresh program inputs (conv weights)
-
-
-class ShapeBuilder:
-    """Creates the CP-SAT variables of one program and remembers which ones to branch on."""
-
-    def __init__(self, model: cp_model.CpModel, limits: ScaleLimits, rng: random.Random):
-        self.model = model
-        self.limits = limits
-        self.rng = rng
-        self.decision_vars: list[cp_model.IntVar] = []
-        self.tensors: list[TensorVar] = []
-
-    def var(self, lo: int, hi: int, decide: bool = True) -> cp_model.IntVar:
-        v = self.model.new_int_var(lo, hi, "")
-        if decide:
-            self.decision_vars.append(v)
-        return v
-
-    def dim(self, lo: int = 1) -> cp_model.IntVar:
-        return self.var(lo, self.limits.max_dim)
-
-    def product(self, factors: Sequence[Dim], hi: int) -> Dim:
-        """A variable equal to the product of ``factors`` (all >= 1), each partial product <= hi."""
-        constant = 1
-        acc: Dim | None = None
-        for f in factors:
-            if isinstance(f, int):
-                constant *= f
-                continue
-            if acc is None:
-                acc = f
-                continue
-            nxt = self.var(1, hi, decide=False)
-            self.model.add_multiplication_equality(nxt, [acc, f])
-            acc = nxt
-        if acc is None:
-            return constant
-        if constant == 1:
-            return acc
-        scaled = self.var(1, hi, decide=False)
-        self.model.add(scaled == constant * acc)
-        return scaled
-
-    def tensor(self, dims: Sequence[Dim], dtype: str = "float32", view: bool = False) -> TensorVar:
-        """A tensor with the element-count bounds of the scale; views do not count as memory."""
-        lim = self.limits
-        prod = self.product(dims, lim.max_numel)
-        numel = self.var(lim.min_numel, lim.max_numel, decide=False)
-        self.model.add(numel == prod)
-        t = TensorVar(list(dims), numel, dtype)
-        if not view:
-            self.tensors.append(t)
-        return t
-
-    def fresh(self, rank: int) -> TensorVar:
-        return self.tensor([self.dim() for _ in range(rank)])
-
-    def attr(self, lo: int, hi: int) -> cp_model.IntVar:
-        return self.var(lo, max(lo, hi))
-
-
-@dataclass(frozen=True)
-class OpSpec:
-    """One catalogue operator."""
-
-    name: str
-    category: str
-    arity: int  # data inputs taken from the program's tensor pool
-    ranks: tuple[int, ...]  # ranks each data input may have
-    same_rank: bool  # all data inputs must share one rank
-    torch_fn: str  # the PyTorch function it is written with
-    flops_per_element: int  # for elementwise-like ops (0 where the op has its own model)
-    build: Callable[[ShapeBuilder, list[TensorVar]], Applied]
-
-
-ALL_RANKS = (1, 2, 3, 4, 5)
+from drtriton.ops.shapes import ALL_RANKS, Applied, Dim, OpSpec, ShapeBuilder, TensorVar, Value
 
 
 # ----------------------------------------------------------------------------- elementwise
@@ -566,9 +424,3 @@ def get_op(name: str) -> OpSpec:
         raise KeyError(
             f"unknown operator {name!r}; the catalogue has: {', '.join(OP_NAMES)}"
         ) from None
-
-
-if __name__ == "__main__":
-    for op in OPS:
-        print(f"{op.name:14s} {op.category:11s} arity={op.arity} ranks={op.ranks} {op.torch_fn}")
-    print(f"{len(OPS)} operators")
