@@ -286,3 +286,36 @@ def test_filter_errors_carry_their_message():
     broken = record.__class__(**{**record.__dict__, "source": record.source.replace("def forward(self, ", "def forward(self, y, ")})
     reason = check_program(broken, "run")
     assert reason.startswith("error:TypeError: ") and "forward()" in reason, reason
+
+
+def _gpu_filter_script():
+    import importlib.util
+    from pathlib import Path
+
+    path = Path(__file__).resolve().parents[1] / "benchmarks" / "gpu_filter.py"
+    spec = importlib.util.spec_from_file_location("gpu_filter", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_level20_sample_keeps_the_first_valid_programs_in_index_order(tmp_path):
+    """benchmarks/gpu_filter.py keep: the first N programs whose GPU filter passed, in pool order,
+    and no sample while a program before the last one kept is still unchecked."""
+    from drtriton.synth import SynthConfig, read_jsonl, synthesize, write_jsonl
+
+    pool = tmp_path / "pool.jsonl"
+    write_jsonl(synthesize(SynthConfig(level=1, num=5, seed=3)), pool)
+    ids = [p.id for p in read_jsonl(pool)]
+    log = tmp_path / "log.jsonl"
+    reasons = [None, "unused_input", None, None, "constant_output"]
+    log.write_text("".join(json.dumps({"id": i, "reason": r}) + "\n" for i, r in zip(ids, reasons, strict=True)))
+    out = tmp_path / "sample.jsonl"
+    script = _gpu_filter_script()
+    script.keep(pool, [log], 2, out)
+    assert [p.id for p in read_jsonl(out)] == [ids[0], ids[2]]
+    script.keep(pool, [log], 9, out)  # fewer valid than asked: all of them
+    assert [p.id for p in read_jsonl(out)] == [ids[0], ids[2], ids[3]]
+    log.write_text("".join(json.dumps({"id": i, "reason": None}) + "\n" for i in (ids[0], ids[2])))
+    with pytest.raises(SystemExit, match="unchecked"):  # ids[1] unchecked, before a kept one
+        script.keep(pool, [log], 2, out)
