@@ -36,8 +36,7 @@ def check(programs: Path, log: Path, shard: str) -> None:
     device = "cuda"
     for program in pool:
         started = time.perf_counter()
-        reason = run_filters(program, device)
-        torch.cuda.empty_cache()
+        reason = run_filters(program, device)  # frees the GPU cache after itself
         entry = {"id": program.id, "level": program.level, "index": program.index,
                  "reason": reason, "seconds": round(time.perf_counter() - started, 1),
                  "device": torch.cuda.get_device_name(0)}

@@ -63,10 +63,7 @@ def _invalid_reference(problem: Problem, device: str) -> str | None:
     record = problem.record
     if record is None or record.checked == "run" or not device.startswith("cuda"):
         return None
-    import torch
-
     reason = run_filters(record, device)
-    torch.cuda.empty_cache()  # the filters' tensors must not crowd the judge's sandboxes
     return f"failed the synthesis filters on {device}: {reason}" if reason else None
 
 
@@ -75,11 +72,15 @@ def run_filters(record, device: str) -> str | None:
     torch.fx patches torch functions globally while another thread compiles a candidate, and an
     eager run that overlaps it fails (a level-20 reference on the H200 got ``NameError`` in the
     strict run and ``ill_conditioned`` in the hybrid one)."""
+    import torch
+
     from drtriton.program import FX_TRACE_LOCK
     from drtriton.synth import check_program
 
     with _FILTER_LOCK, FX_TRACE_LOCK:
-        return check_program(record, "run", device)
+        reason = check_program(record, "run", device)
+    torch.cuda.empty_cache()  # the filters' tensors must not crowd the judge's sandboxes
+    return reason
 
 
 def _policy(config: BenchConfig, device: str):
