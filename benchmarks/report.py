@@ -83,6 +83,20 @@ def _reason(row: dict, notes: dict[str, str]) -> str:
     return ""
 
 
+def _load_notes() -> dict[str, str]:
+    """The recorded analyses of rows under 0.5x or over 10x eager, by problem (L5-1, ...)."""
+    path = RESULTS / "gpu" / "notes.json"
+    return json.loads(path.read_text()) if path.exists() else {}
+
+
+def _search_note(row: dict, notes: dict[str, str]) -> str:
+    """A failed search's reason, or the recorded analysis of a speedup under 0.5x or over 10x."""
+    if row["status"] != "correct":
+        return (row.get("reason") or "")[:120]
+    speedup = row.get("speedup_eager") or 1
+    return notes.get(row["id"].rsplit("-", 1)[0], "") if speedup < 0.5 or speedup > 10 else ""
+
+
 def _fmt(x) -> str:
     return "-" if x is None else (f"{x:.2f}" if isinstance(x, float) else str(x))
 
@@ -169,8 +183,7 @@ def gpu_compiler_block() -> str | None:
     rows = _gpu_rows(COMPILER_RUNS)
     if not rows:
         return None
-    notes_path = RESULTS / "gpu" / "notes.json"
-    notes = json.loads(notes_path.read_text()) if notes_path.exists() else {}
+    notes = _load_notes()
     summary = []
     for mode in ("strict", "hybrid"):
         for level in sorted({r["level"] for r in rows}):
@@ -183,11 +196,7 @@ def gpu_compiler_block() -> str | None:
                                 "fast_1_eager": _fmt(s["fast_1_eager"]),
                                 "fast_1_compile": _fmt(s["fast_1_compile"])})
     per_problem = _side_by_side(rows, notes)
-    envs = sorted({f"{e['device']}, torch {e['torch']}, triton {e['triton']}, {e['date']}"
-                   for e in (r["env"] for r in rows if "env" in r)})
-    commits = sorted({r["env"]["commit"] for r in rows if "env" in r})
-    env_text = ("; ".join(envs) or "NVIDIA H200, torch 2.11.0+cu130, triton 3.6.0") + (
-        f" (commits {', '.join(commits)})" if commits else "")
+    env_text = _env_text(rows) or "NVIDIA H200, torch 2.11.0+cu130, triton 3.6.0"
     plots = _plots(rows)
     return (
         markdown_table(summary, list(summary[0]))
@@ -204,6 +213,14 @@ def gpu_compiler_block() -> str | None:
         f"listed but not counted; {_l20_pool_text()}; generated from "
         "`benchmarks/results/gpu/*.rows.jsonl` and the recorded analyses in `notes.json`._"
     )
+
+
+def _env_text(rows: list[dict]) -> str:
+    """The machines, versions and dates the rows were measured on, then their commits."""
+    envs = sorted({f"{e['device']}, torch {e['torch']}, triton {e['triton']}, {e['date']}"
+                   for e in (r["env"] for r in rows if "env" in r)})
+    commits = sorted({r["env"]["commit"] for r in rows if "env" in r})
+    return "; ".join(envs) + (f" (commits {', '.join(commits)})" if commits else "")
 
 
 SEARCH_RUNS = ("search_l5", "search_l20")  # benchmarks/gpu_session.sh search_hybrid
@@ -224,6 +241,7 @@ def gpu_search_block() -> str | None:
     rows = _gpu_rows({name: "hybrid" for name in SEARCH_RUNS})
     if not rows:
         return None
+    notes = _load_notes()
     summary = []
     for level in sorted({r["level"] for r in rows}):
         s = summarize([r for r in rows if r["level"] == level])
@@ -244,13 +262,11 @@ def gpu_search_block() -> str | None:
             "vs_compile": _fmt(r.get("speedup_compile")),
             "search_gain": _fmt(r["speedup_eager"] / r["whole_speedup_eager"]) if both else "",
             "ranges_judged": r.get("fragments_tried", ""), "wall_s": _fmt(r.get("wall_s")),
-            "note": "" if r["status"] == "correct" else (r.get("reason") or "")[:120],
+            "note": _search_note(r, notes),
         })
-    envs = sorted({f"{e['device']}, torch {e['torch']}, triton {e['triton']}, {e['date']}, commit {e['commit']}"
-                   for e in (r["env"] for r in rows if "env" in r)})
     return (
         markdown_table(summary, list(summary[0])) + "\n\n" + markdown_table(per_problem, list(per_problem[0]))
-        + f"\n\n_{'; '.join(envs)}; hybrid judge (preset hardened, fp32): the built-in compiler's strict and "
+        + f"\n\n_{_env_text(rows)}; hybrid judge (preset hardened, fp32): the built-in compiler's strict and "
         "hybrid candidates for the whole program and for every fragment; `search_gain` is the chosen "
         "program's speedup over eager divided by the best whole-program candidate's, each measured "
         "side by side with eager in its own verdict of the same search (raw times of two verdicts "

@@ -288,15 +288,33 @@ def test_filter_errors_carry_their_message():
     assert reason.startswith("error:TypeError: ") and "forward()" in reason, reason
 
 
-def _gpu_filter_script():
+def _benchmark_script(name: str):
     import importlib.util
     from pathlib import Path
 
-    path = Path(__file__).resolve().parents[1] / "benchmarks" / "gpu_filter.py"
-    spec = importlib.util.spec_from_file_location("gpu_filter", path)
+    path = Path(__file__).resolve().parents[1] / "benchmarks" / f"{name}.py"
+    spec = importlib.util.spec_from_file_location(name, path)
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module
+
+
+def _gpu_filter_script():
+    return _benchmark_script("gpu_filter")
+
+
+def test_search_table_notes_only_failures_and_outlying_speedups():
+    """benchmarks/report.py: a search row's note is its failure reason, or the recorded analysis
+    of its problem where the speedup is under 0.5x or over 10x eager (not for ordinary rows)."""
+    report = _benchmark_script("report")
+    notes = {"L5-1": "analysed"}
+    row = {"id": "L5-1-abc", "status": "correct", "speedup_eager": 2.0}
+    assert report._search_note(row, notes) == ""
+    assert report._search_note(row | {"speedup_eager": 12.0}, notes) == "analysed"
+    assert report._search_note(row | {"speedup_eager": 0.3}, notes) == "analysed"
+    assert report._search_note(row | {"id": "L5-2-abc", "speedup_eager": 0.3}, notes) == ""
+    failed = {"id": "L5-1-abc", "status": "invalid_reference", "reason": "unused_input"}
+    assert report._search_note(failed, notes) == "unused_input"
 
 
 def test_level20_sample_keeps_the_first_valid_programs_in_index_order(tmp_path):
