@@ -369,3 +369,34 @@ def test_whole_or_composed_is_chosen_by_speedups_measured_side_by_side():
     assert _report(whole, "C", faster, [], 3, (5, 0), 0.0, "cuda", []).chosen == "composed"
     untimed = (whole[0], Verdict("correct")), Verdict("correct")  # CPU: the whole candidate first
     assert _report(untimed[0], "C", untimed[1], [], 3, (5, 0), 0.0, "cpu", []).chosen == "whole"
+
+
+class _SlowPool:
+    """A stand-in judge pool whose every verdict is correct and takes ``verdict_s``."""
+
+    def __init__(self, verdict_s: float) -> None:
+        from drtriton.judge import JudgeConfig
+
+        self.config, self.verdict_s = JudgeConfig(device="cpu"), verdict_s
+
+    def verify(self, reference: str, candidate: str) -> Verdict:
+        import time
+
+        time.sleep(self.verdict_s)
+        return Verdict("correct")
+
+
+def test_wall_time_budget_keeps_room_for_the_composed_verdict():
+    """Regression: the budget only stopped new fragment ranges, so the range in flight and the
+    composed program's verdict ran past it: on the H200 searches took 156 to 329 s against budgets
+    of 150 to 220 s. Now a range starts only if it and the composed verdict still fit."""
+    import triton  # noqa: F401  (imported once before the clock starts: it takes about 1 s)
+
+    budget_s = 2.2
+    config = SearchConfig(device="cpu", max_fragment_ops=1, wall_time_s=budget_s)
+    report = search(PROGRAM, config, generators=[lambda src: [_as_candidate(src)]],
+                    pool=_SlowPool(0.5), fragment_pool=_SlowPool(0.5))
+    assert any("wall-time budget" in note for note in report.notes), report.notes
+    assert report.fragments_tried >= 1
+    # before: ranges until 2.2 s had passed (the fifth ended at 2.5 s), then the composed verdict
+    assert report.wall_s <= budget_s, report.wall_s

@@ -112,7 +112,7 @@ def convert(
     mode: str = typer.Option("strict", help="strict (all compute in Triton) | hybrid (conv/matmul may use torch)."),
     search: bool = typer.Option(False, "--search", help="Test-time fragment search (verify and time per fragment)."),
     max_fragment_ops: int = typer.Option(4, help="With --search: largest fragment (operators)."),
-    search_wall_s: float = typer.Option(600.0, help="With --search: no new fragment is tried after this (seconds)."),
+    search_wall_s: float = typer.Option(600.0, help="With --search: its wall-time budget (seconds); a fragment range starts only if it and the composed program's verdict still fit."),
     candidates_per_fragment: int = typer.Option(4, help="With --search: candidates judged per fragment at most."),
     search_cache: Path = typer.Option(None, help="With --search: SQLite verdict cache reused across runs (default: none)."),
 ) -> None:

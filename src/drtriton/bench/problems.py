@@ -38,7 +38,7 @@ class BenchConfig:
     preset: str = "hardened"
     device: str = "auto"
     max_fragment_ops: int = 4
-    search_wall_s: float = 600.0  # per problem: no new fragment is tried after this
+    search_wall_s: float = 600.0  # per problem (SearchConfig.wall_time_s)
     candidates_per_fragment: int = 4
     # SQLite verdict cache of the search; None: OUT.search.sqlite beside the report, so a run cut
     # short mid-search resumes without judging its fragments again
