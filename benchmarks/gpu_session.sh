@@ -17,6 +17,7 @@
 #   bash benchmarks/gpu_session.sh l20_search # L20 compiler rows resumed, then L5 search (GPU 0) | L20 search (GPU 1)
 #   bash benchmarks/gpu_session.sh search_hybrid # fragment search, hybrid judge: L5 (GPU 0) | L20 (GPU 1)
 #   bash benchmarks/gpu_session.sh search  # fragment search (with its whole-program contestant), L5/L20
+#   bash benchmarks/gpu_session.sh search_strict # strict search L5 (GPU 0) | hybrid L20 search resumed, then strict L20 (GPU 1)
 # Needs: torch, triton, transformers (there), OR-Tools wheels in .whl/ (carried) for the synthesis
 # filters that the benchmark re-runs on the GPU. Pass DRTRITON_COMMIT=<your HEAD's short hash>
 # literally in the command: the device's copy of .git can be stale, and rows are stamped with it
@@ -180,6 +181,19 @@ case $phase in
         --max-fragment-ops "${MAX_OPS:-3}" --search-wall-s "${SEARCH_S:-150}" --timeout-s "${TIMEOUT_S:-150}") &
     (CUDA_VISIBLE_DEVICES=1 bench_file $sample search_l20 --levels 20 --num 8 --mode hybrid --search \
         --max-fragment-ops "${MAX_OPS_L20:-7}" --search-wall-s "${SEARCH_S_L20:-200}" --timeout-s "${TIMEOUT_S:-150}") &
+    wait ;;
+  search_strict)  # fragment search under the strict judge (the compiler's strict candidate only):
+    # GPU 0 the level-5 sample; GPU 1 first the hybrid level-20 search resumed (HYBRID_S), then
+    # the strict level-20 search; rows and verdict caches resume across calls
+    sample=benchmarks/programs/synthetic_gpu_heldout_l20.jsonl
+    (CUDA_VISIBLE_DEVICES=0 bench search_strict_l5 --levels 5 --num 8 --mode strict --search \
+        --max-fragment-ops "${MAX_OPS:-3}" --search-wall-s "${SEARCH_S:-150}" --timeout-s "${TIMEOUT_S:-150}") &
+    (export CUDA_VISIBLE_DEVICES=1
+     budget=${HYBRID_S:-300} bench_file $sample search_l20 --levels 20 --num 8 --mode hybrid --search \
+        --max-fragment-ops "${MAX_OPS_L20:-7}" --search-wall-s "${SEARCH_S_L20:-200}" --timeout-s "${TIMEOUT_S:-150}"
+     budget=$((budget - ${HYBRID_S:-300})) bench_file $sample search_strict_l20 --levels 20 --num 8 --mode strict \
+        --search --max-fragment-ops "${MAX_OPS_L20:-7}" --search-wall-s "${SEARCH_S_L20:-200}" \
+        --timeout-s "${TIMEOUT_S:-150}") &
     wait ;;
   hybrid)
     bench hybrid --levels 1,2,5,20 --mode hybrid ;;

@@ -223,7 +223,9 @@ def _env_text(rows: list[dict]) -> str:
     return "; ".join(envs) + (f" (commits {', '.join(commits)})" if commits else "")
 
 
-SEARCH_RUNS = ("search_l5", "search_l20")  # benchmarks/gpu_session.sh search_hybrid
+# benchmarks/gpu_session.sh search_hybrid and search_strict
+SEARCH_RUNS = {"search_l5": "hybrid", "search_l20": "hybrid",
+               "search_strict_l5": "strict", "search_strict_l20": "strict"}
 
 
 def _contestant(row: dict, name: str) -> str:
@@ -238,24 +240,28 @@ def gpu_search_block() -> str | None:
     """Fragment search against its own best whole-program candidate, both judged in the same run."""
     from drtriton.bench import summarize
 
-    rows = _gpu_rows({name: "hybrid" for name in SEARCH_RUNS})
+    rows = _gpu_rows(SEARCH_RUNS)
     if not rows:
         return None
     notes = _load_notes()
+    modes = [m for m in ("hybrid", "strict") if any(r["mode"] == m for r in rows)]
     summary = []
-    for level in sorted({r["level"] for r in rows}):
-        s = summarize([r for r in rows if r["level"] == level])
-        summary.append({"level": level, "problems": s["problems"], "correct": s["correct"],
+    for mode, level in ((m, lv) for m in modes for lv in sorted({r["level"] for r in rows})):
+        group = [r for r in rows if r["mode"] == mode and r["level"] == level]
+        if not group:
+            continue
+        s = summarize(group)
+        summary.append({"mode": mode, "level": level, "problems": s["problems"], "correct": s["correct"],
                         "search_vs_best_whole_geomean": _fmt(s.get("search_gain_geomean")),
                         "compared": s.get("search_gain_problems", 0),
                         "rescued_by_search": s.get("rescued_by_search", 0),
                         "geomean_vs_eager": _fmt(s["geomean_eager"]),
                         "geomean_vs_compile": _fmt(s["geomean_compile"])})
     per_problem = []
-    for r in sorted(rows, key=lambda r: (r["level"], int(r["id"].split("-")[1]))):
+    for r in sorted(rows, key=lambda r: (modes.index(r["mode"]), r["level"], int(r["id"].split("-")[1]))):
         both = r["status"] == "correct" and r.get("whole_speedup_eager") and r.get("speedup_eager")
         per_problem.append({
-            "problem": r["id"].rsplit("-", 1)[0], "ops": r["ops"], "status": r["status"],
+            "mode": r["mode"], "problem": r["id"].rsplit("-", 1)[0], "ops": r["ops"], "status": r["status"],
             "whole": _contestant(r, "whole"), "composed": _contestant(r, "composed"),
             "fragments": r.get("segments", 0) or "",
             "chosen": r.get("chosen", ""), "vs_eager": _fmt(r.get("speedup_eager")),
@@ -266,12 +272,13 @@ def gpu_search_block() -> str | None:
         })
     return (
         markdown_table(summary, list(summary[0])) + "\n\n" + markdown_table(per_problem, list(per_problem[0]))
-        + f"\n\n_{_env_text(rows)}; hybrid judge (preset hardened, fp32): the built-in compiler's strict and "
-        "hybrid candidates for the whole program and for every fragment; `search_gain` is the chosen "
+        + f"\n\n_{_env_text(rows)}; preset hardened, fp32; under the hybrid judge the built-in compiler "
+        "offers its strict and hybrid candidates for the whole program and for every fragment, under "
+        "the strict judge its strict candidate only; `search_gain` is the chosen "
         "program's speedup over eager divided by the best whole-program candidate's, each measured "
         "side by side with eager in its own verdict of the same search (raw times of two verdicts "
         "are not compared: eager alone varied by up to 30 % between them); "
-        "generated from `benchmarks/results/gpu/search_l*.json.rows.jsonl`._"
+        "generated from `benchmarks/results/gpu/search_*.json.rows.jsonl`._"
     )
 
 
