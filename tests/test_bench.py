@@ -299,10 +299,6 @@ def _benchmark_script(name: str):
     return module
 
 
-def _gpu_filter_script():
-    return _benchmark_script("gpu_filter")
-
-
 def test_search_table_notes_only_failures_and_outlying_speedups():
     """benchmarks/report.py: a search row's note is its failure reason, or the recorded analysis
     of its problem where the speedup is under 0.5x or over 10x eager (not for ordinary rows)."""
@@ -329,7 +325,7 @@ def test_level20_sample_keeps_the_first_valid_programs_in_index_order(tmp_path):
     reasons = [None, "unused_input", None, None, "constant_output"]
     log.write_text("".join(json.dumps({"id": i, "reason": r}) + "\n" for i, r in zip(ids, reasons, strict=True)))
     out = tmp_path / "sample.jsonl"
-    script = _gpu_filter_script()
+    script = _benchmark_script("gpu_filter")
     script.keep(pool, [log], 2, out)
     assert [p.id for p in read_jsonl(out)] == [ids[0], ids[2]]
     script.keep(pool, [log], 9, out)  # fewer valid than asked: all of them
