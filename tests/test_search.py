@@ -400,3 +400,15 @@ def test_wall_time_budget_keeps_room_for_the_composed_verdict():
     assert report.fragments_tried >= 1
     # before: ranges started until 3 s had passed, so the last one ended after it
     assert report.wall_s <= budget_s, report.wall_s
+
+
+def test_search_reports_its_progress():
+    """A GPU search takes minutes: it says what it is judging (``convert --search`` shows it)."""
+    messages: list[str] = []
+    config = SearchConfig(device="cpu", max_fragment_ops=2)
+    report = search(PROGRAM, config, generators=[lambda src: [_as_candidate(src)]],
+                    pool=_SlowPool(0.0), fragment_pool=_SlowPool(0.0), on_progress=messages.append)
+    assert messages[0] == "judging the whole-program candidates"
+    fragments = [m for m in messages if m.startswith("fragment ")]
+    assert len(fragments) == report.fragments_tried and "of 6, " in fragments[0], messages
+    assert messages[-1].startswith("judging the composition of "), messages

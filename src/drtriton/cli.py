@@ -5,6 +5,7 @@ Run ``drtriton --help`` for the list of commands.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import time
 from collections import Counter
@@ -125,9 +126,11 @@ def convert(
     budget = {"max_fragment_ops": max_fragment_ops, "wall_time_s": search_wall_s,
               "candidates_per_fragment": candidates_per_fragment,
               "cache_path": str(search_cache) if search_cache else None}
-    code = run_convert(str(program), str(out) if out else None, device, mode,
-                       echo=lambda m: console.print(m, highlight=False, markup=False), search=search,
-                       search_budget=budget)
+    with console.status("search", spinner="dots") if search else contextlib.nullcontext() as status:
+        code = run_convert(str(program), str(out) if out else None, device, mode,
+                           echo=lambda m: console.print(m, highlight=False, markup=False), search=search,
+                           search_budget=budget,
+                           progress=(lambda m: status.update(f"search: {m}")) if search else None)
     raise typer.Exit(code)
 
 

@@ -26,9 +26,11 @@ def resolve_device(device: str) -> str:
 
 
 def convert(program: str, out: str | None = None, device: str = "auto", mode: str = "strict",
-            verify: bool = True, echo=print, search: bool = False, search_budget: dict | None = None) -> int:
+            verify: bool = True, echo=print, search: bool = False, search_budget: dict | None = None,
+            progress=None) -> int:
     """Run the whole command; returns the exit status. ``search_budget``: ``SearchConfig`` fields
-    (max_fragment_ops, wall_time_s, candidates_per_fragment, cache_path) for ``search``."""
+    (max_fragment_ops, wall_time_s, candidates_per_fragment, cache_path) for ``search``;
+    ``progress(message)`` hears the search's steps (default: none)."""
     try:
         source = Path(program).read_text()
     except OSError as exc:
@@ -45,7 +47,7 @@ def convert(program: str, out: str | None = None, device: str = "auto", mode: st
     from drtriton.program import ProgramError
 
     if search:
-        return _search(program, source, out, mode, dev, echo, search_budget or {})
+        return _search(program, source, out, mode, dev, echo, search_budget or {}, progress)
     try:
         candidate = compile_program(source, CompilerConfig(mode=mode, device=dev))
     except UnsupportedOperatorError as exc:
@@ -74,7 +76,8 @@ def _write(program: str, out: str | None, candidate: str, echo) -> Path | None:
     return out_path
 
 
-def _search(program: str, source: str, out: str | None, mode: str, device: str, echo, budget: dict) -> int:
+def _search(program: str, source: str, out: str | None, mode: str, device: str, echo, budget: dict,
+            progress=None) -> int:
     """``convert --search``: test-time fragment search; the chosen program is already verified."""
     from drtriton.program import ProgramError
     from drtriton.search import SearchConfig, search
@@ -82,7 +85,7 @@ def _search(program: str, source: str, out: str | None, mode: str, device: str, 
     if device == "cpu":
         echo("searching for correctness only: no GPU, so candidates are verified but not timed")
     try:
-        report = search(source, SearchConfig(device=device, mode=mode, **budget))
+        report = search(source, SearchConfig(device=device, mode=mode, **budget), on_progress=progress)
     except ProgramError as exc:
         echo(f"error: {program}: {exc}")
         return 2

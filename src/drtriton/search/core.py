@@ -201,13 +201,16 @@ def search(
     generators: Sequence[Generator] | None = None,
     pool: JudgePool | None = None,
     fragment_pool: JudgePool | None = None,
+    on_progress: Callable[[str], None] | None = None,
 ) -> SearchReport:
     """Search for the fastest verified candidate of ``reference`` (see the module docstring).
 
     ``pool`` judges whole programs; ``fragment_pool`` (default: ``pool``) judges fragments, and
     may skip the torch.compile baseline (``fragment_judge_config``): only candidate times matter
     there, and compiling every fragment's reference would dominate the search's cost.
+    ``on_progress(message)`` hears what the search is judging: a GPU search takes minutes.
     """
+    say = on_progress or (lambda message: None)
     config = config or SearchConfig()
     started = time.perf_counter()
     judge_config = config.judge_config()
@@ -223,6 +226,7 @@ def search(
     fragment_judge = _Judge(fragment_pool or pool, cache)
     notes: list[str] = []
     try:
+        say("judging the whole-program candidates")
         whole = _best_candidate(judge, reference, _propose(generators, reference, config))
         traced = trace(reference)
         choices: dict[tuple[int, int], Choice] = {}
@@ -240,6 +244,8 @@ def search(
                 if fragment is None:
                     continue
                 tried += 1
+                say(f"fragment {tried}: nodes {start}-{stop - 1} of {len(traced.nodes)}, "
+                    f"{time.perf_counter() - started:.0f} of {config.wall_time_s:.0f} s spent")
                 range_started = time.perf_counter()
                 found = _best_candidate(
                     fragment_judge, fragment.source, _propose(generators, fragment.source, config)
@@ -249,6 +255,8 @@ def search(
                     choices[(start, stop)] = Choice(fragment, *found)
         cover = best_cover(len(traced.nodes), choices) if choices else None
         composed_src = compose(traced, cover) if cover else None
+        if composed_src:
+            say(f"judging the composition of {len(cover)} fragments")
         composed = judge(reference, composed_src) if composed_src else None
         if cover is None and searchable:
             notes.append("no cover of the program by verified fragments")
