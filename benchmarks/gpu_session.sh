@@ -49,6 +49,16 @@ bench_file() {  # bench_file PROGRAMS NAME ARGS...
     --device cuda --out "benchmarks/results/gpu/$name.json" "$@" > "$res/$name.log" 2>&1
   cp benchmarks/results/gpu/"$name".* "$res"/
 }
+search_sample() {  # search_sample LEVEL MODE NAME: fragment search of the level-5 or level-20 sample
+  local level=$1 mode=$2 name=$3
+  if [ "$level" = 20 ]; then
+    bench_file benchmarks/programs/synthetic_gpu_heldout_l20.jsonl "$name" --levels 20 --num 8 --mode "$mode" \
+      --search --max-fragment-ops "${MAX_OPS_L20:-7}" --search-wall-s "${SEARCH_S_L20:-200}" --timeout-s "${TIMEOUT_S:-150}"
+  else
+    bench "$name" --levels 5 --num 8 --mode "$mode" --search \
+      --max-fragment-ops "${MAX_OPS:-3}" --search-wall-s "${SEARCH_S:-150}" --timeout-s "${TIMEOUT_S:-150}"
+  fi
+}
 preflight() {  # a few judge cases on GPU 0 (~30 s): a broken judge must not spend the call
   CUDA_VISIBLE_DEVICES=0 timeout 120 python3 benchmarks/gpu_judge_check.py --out "$res/preflight" \
       --skip-timing --only legit_add_relu,patch_input_rng,mutate_inputs > "$res/preflight.log" 2>&1
@@ -163,11 +173,8 @@ case $phase in
   search_hybrid)  # fragment search, hybrid judge (the compiler's strict and hybrid candidates for
     # the whole program and for every fragment): GPU 0 the level-5 sample, GPU 1 the level-20
     # sample; a call cut short resumes from the rows and the verdict cache (OUT.search.sqlite)
-    (CUDA_VISIBLE_DEVICES=0 bench search_l5 --levels 5 --num 8 --mode hybrid --search \
-        --max-fragment-ops "${MAX_OPS:-3}" --search-wall-s "${SEARCH_S:-150}" --timeout-s "${TIMEOUT_S:-150}") &
-    (CUDA_VISIBLE_DEVICES=1 bench_file benchmarks/programs/synthetic_gpu_heldout_l20.jsonl search_l20 --levels 20 \
-        --num 8 --mode hybrid --search --max-fragment-ops "${MAX_OPS_L20:-7}" --search-wall-s "${SEARCH_S_L20:-200}" \
-        --timeout-s "${TIMEOUT_S:-150}") &
+    (CUDA_VISIBLE_DEVICES=0 search_sample 5 hybrid search_l5) &
+    (CUDA_VISIBLE_DEVICES=1 search_sample 20 hybrid search_l20) &
     wait ;;
   l20_search)  # GPU 0: the level-20 compiler benchmark resumed (strict STRICT_S, then hybrid
     # HYBRID_S), then the hybrid fragment search on the level-5 sample; GPU 1: the hybrid fragment
@@ -177,23 +184,16 @@ case $phase in
      budget=${STRICT_S:-90} bench_file $sample strict_l20 --levels 20 --num 8 --mode strict --timeout-s "${TIMEOUT_S:-150}"
      budget=${HYBRID_S:-200} bench_file $sample hybrid_l20 --levels 20 --num 8 --mode hybrid \
         --timeout-s "${TIMEOUT_S:-150}" --reuse-rows benchmarks/results/gpu/strict_l20.json.rows.jsonl
-     budget=$((budget - ${STRICT_S:-90} - ${HYBRID_S:-200})) bench search_l5 --levels 5 --num 8 --mode hybrid --search \
-        --max-fragment-ops "${MAX_OPS:-3}" --search-wall-s "${SEARCH_S:-150}" --timeout-s "${TIMEOUT_S:-150}") &
-    (CUDA_VISIBLE_DEVICES=1 bench_file $sample search_l20 --levels 20 --num 8 --mode hybrid --search \
-        --max-fragment-ops "${MAX_OPS_L20:-7}" --search-wall-s "${SEARCH_S_L20:-200}" --timeout-s "${TIMEOUT_S:-150}") &
+     budget=$((budget - ${STRICT_S:-90} - ${HYBRID_S:-200})) search_sample 5 hybrid search_l5) &
+    (CUDA_VISIBLE_DEVICES=1 search_sample 20 hybrid search_l20) &
     wait ;;
   search_strict)  # fragment search under the strict judge (the compiler's strict candidate only):
     # GPU 0 the level-5 sample; GPU 1 first the hybrid level-20 search resumed (HYBRID_S), then
     # the strict level-20 search; rows and verdict caches resume across calls
-    sample=benchmarks/programs/synthetic_gpu_heldout_l20.jsonl
-    (CUDA_VISIBLE_DEVICES=0 bench search_strict_l5 --levels 5 --num 8 --mode strict --search \
-        --max-fragment-ops "${MAX_OPS:-3}" --search-wall-s "${SEARCH_S:-150}" --timeout-s "${TIMEOUT_S:-150}") &
+    (CUDA_VISIBLE_DEVICES=0 search_sample 5 strict search_strict_l5) &
     (export CUDA_VISIBLE_DEVICES=1
-     budget=${HYBRID_S:-300} bench_file $sample search_l20 --levels 20 --num 8 --mode hybrid --search \
-        --max-fragment-ops "${MAX_OPS_L20:-7}" --search-wall-s "${SEARCH_S_L20:-200}" --timeout-s "${TIMEOUT_S:-150}"
-     budget=$((budget - ${HYBRID_S:-300})) bench_file $sample search_strict_l20 --levels 20 --num 8 --mode strict \
-        --search --max-fragment-ops "${MAX_OPS_L20:-7}" --search-wall-s "${SEARCH_S_L20:-200}" \
-        --timeout-s "${TIMEOUT_S:-150}") &
+     budget=${HYBRID_S:-300} search_sample 20 hybrid search_l20
+     budget=$((budget - ${HYBRID_S:-300})) search_sample 20 strict search_strict_l20) &
     wait ;;
   hybrid)
     bench hybrid --levels 1,2,5,20 --mode hybrid ;;
