@@ -18,6 +18,7 @@
 #   bash benchmarks/gpu_session.sh search_hybrid # fragment search, hybrid judge: L5 (GPU 0) | L20 (GPU 1)
 #   bash benchmarks/gpu_session.sh search  # fragment search (with its whole-program contestant), L5/L20
 #   bash benchmarks/gpu_session.sh search_strict # strict search L5 (GPU 0) | hybrid L20 search resumed, then strict L20 (GPU 1)
+#   bash benchmarks/gpu_session.sh search_strict_split # strict L5 search resumed, then half the strict L20 search (GPU 0) | the other half (GPU 1)
 # Needs: torch, triton, transformers (there), OR-Tools wheels in .whl/ (carried) for the synthesis
 # filters that the benchmark re-runs on the GPU. Pass DRTRITON_COMMIT=<your HEAD's short hash>
 # literally in the command: the device's copy of .git can be stale, and rows are stamped with it
@@ -49,10 +50,11 @@ bench_file() {  # bench_file PROGRAMS NAME ARGS...
     --device cuda --out "benchmarks/results/gpu/$name.json" "$@" > "$res/$name.log" 2>&1
   cp benchmarks/results/gpu/"$name".* "$res"/
 }
-search_sample() {  # search_sample LEVEL MODE NAME: fragment search of the level-5 or level-20 sample
-  local level=$1 mode=$2 name=$3
+search_sample() {  # search_sample LEVEL MODE NAME [L20_PROGRAMS]: fragment search of the level-5 or
+  # level-20 sample (L20_PROGRAMS: a part of the level-20 sample, to share it between the GPUs)
+  local level=$1 mode=$2 name=$3 l20=${4:-benchmarks/programs/synthetic_gpu_heldout_l20.jsonl}
   if [ "$level" = 20 ]; then
-    bench_file benchmarks/programs/synthetic_gpu_heldout_l20.jsonl "$name" --levels 20 --num 8 --mode "$mode" \
+    bench_file "$l20" "$name" --levels 20 --num 8 --mode "$mode" \
       --search --max-fragment-ops "${MAX_OPS_L20:-7}" --search-wall-s "${SEARCH_S_L20:-200}" --timeout-s "${TIMEOUT_S:-150}"
   else
     bench "$name" --levels 5 --num 8 --mode "$mode" --search \
@@ -194,6 +196,16 @@ case $phase in
     (export CUDA_VISIBLE_DEVICES=1
      budget=${HYBRID_S:-300} search_sample 20 hybrid search_l20
      budget=$((budget - ${HYBRID_S:-300})) search_sample 20 strict search_strict_l20) &
+    wait ;;
+  search_strict_split)  # the strict level-20 search shared by both GPUs: odd lines of the sample on
+    # GPU 1 (search_strict_l20), even lines on GPU 0 (search_strict_l20b) after GPU 0 finishes
+    # the strict level-5 search (at most L5_S, default 300 s); rows and verdict caches resume across calls
+    sed -n '1~2p' benchmarks/programs/synthetic_gpu_heldout_l20.jsonl > "$res/l20_odd.jsonl"
+    sed -n '2~2p' benchmarks/programs/synthetic_gpu_heldout_l20.jsonl > "$res/l20_even.jsonl"
+    (export CUDA_VISIBLE_DEVICES=0; start=$SECONDS
+     budget=${L5_S:-300} search_sample 5 strict search_strict_l5
+     budget=$((budget - (SECONDS - start))) search_sample 20 strict search_strict_l20b "$res/l20_even.jsonl") &
+    (CUDA_VISIBLE_DEVICES=1 search_sample 20 strict search_strict_l20 "$res/l20_odd.jsonl") &
     wait ;;
   hybrid)
     bench hybrid --levels 1,2,5,20 --mode hybrid ;;

@@ -223,9 +223,10 @@ def _env_text(rows: list[dict]) -> str:
     return "; ".join(envs) + (f" (commits {', '.join(commits)})" if commits else "")
 
 
-# benchmarks/gpu_session.sh search_hybrid and search_strict
+# benchmarks/gpu_session.sh search_hybrid, search_strict and search_strict_split
 SEARCH_RUNS = {"search_l5": "hybrid", "search_l20": "hybrid",
-               "search_strict_l5": "strict", "search_strict_l20": "strict"}
+               "search_strict_l5": "strict", "search_strict_l20": "strict",
+               "search_strict_l20b": "strict"}  # l20b: the half of the strict L20 search run on GPU 0
 
 
 def _contestant(row: dict, name: str) -> str:
