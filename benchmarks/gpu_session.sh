@@ -18,7 +18,7 @@
 #   bash benchmarks/gpu_session.sh search_hybrid # fragment search, hybrid judge: L5 (GPU 0) | L20 (GPU 1)
 #   bash benchmarks/gpu_session.sh search  # fragment search (with its whole-program contestant), L5/L20
 #   bash benchmarks/gpu_session.sh search_strict # strict search L5 (GPU 0) | hybrid L20 search resumed, then strict L20 (GPU 1)
-#   bash benchmarks/gpu_session.sh search_strict_split # strict L5 search resumed, then half the strict L20 search (GPU 0) | the other half (GPU 1)
+#   bash benchmarks/gpu_session.sh search_strict_split # strict L5 search resumed, then strict L20 lines 2, 4 (GPU 0) | lines 1, 3, 5, 6 (GPU 1)
 # Needs: torch, triton, transformers (there), OR-Tools wheels in .whl/ (carried) for the synthesis
 # filters that the benchmark re-runs on the GPU. Pass DRTRITON_COMMIT=<your HEAD's short hash>
 # literally in the command: the device's copy of .git can be stale, and rows are stamped with it
@@ -197,15 +197,20 @@ case $phase in
      budget=${HYBRID_S:-300} search_sample 20 hybrid search_l20
      budget=$((budget - ${HYBRID_S:-300})) search_sample 20 strict search_strict_l20) &
     wait ;;
-  search_strict_split)  # the strict level-20 search shared by both GPUs: odd lines of the sample on
-    # GPU 1 (search_strict_l20), even lines on GPU 0 (search_strict_l20b) after GPU 0 finishes
-    # the strict level-5 search (at most L5_S, default 300 s); rows and verdict caches resume across calls
-    sed -n '1~2p' benchmarks/programs/synthetic_gpu_heldout_l20.jsonl > "$res/l20_odd.jsonl"
-    sed -n '2~2p' benchmarks/programs/synthetic_gpu_heldout_l20.jsonl > "$res/l20_even.jsonl"
+  search_strict_split)  # the strict level-20 search shared by both GPUs: lines 1, 3, 5 of the sample
+    # (search_strict_l20), then line 6 (search_strict_l20c) on GPU 1; lines 2, 4 (search_strict_l20b)
+    # on GPU 0 after it finishes the strict level-5 search (at most L5_S, default 300 s); rows and
+    # verdict caches resume across calls
+    sample=benchmarks/programs/synthetic_gpu_heldout_l20.jsonl
+    sed -n '1p;3p;5p' $sample > "$res/l20_odd.jsonl"
+    sed -n '2p;4p' $sample > "$res/l20_even.jsonl"
+    sed -n '6p' $sample > "$res/l20_last.jsonl"
     (export CUDA_VISIBLE_DEVICES=0; start=$SECONDS
      budget=${L5_S:-300} search_sample 5 strict search_strict_l5
      budget=$((budget - (SECONDS - start))) search_sample 20 strict search_strict_l20b "$res/l20_even.jsonl") &
-    (CUDA_VISIBLE_DEVICES=1 search_sample 20 strict search_strict_l20 "$res/l20_odd.jsonl") &
+    (export CUDA_VISIBLE_DEVICES=1; start=$SECONDS
+     search_sample 20 strict search_strict_l20 "$res/l20_odd.jsonl"
+     budget=$((budget - (SECONDS - start))) search_sample 20 strict search_strict_l20c "$res/l20_last.jsonl") &
     wait ;;
   hybrid)
     bench hybrid --levels 1,2,5,20 --mode hybrid ;;

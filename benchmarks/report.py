@@ -226,7 +226,8 @@ def _env_text(rows: list[dict]) -> str:
 # benchmarks/gpu_session.sh search_hybrid, search_strict and search_strict_split
 SEARCH_RUNS = {"search_l5": "hybrid", "search_l20": "hybrid",
                "search_strict_l5": "strict", "search_strict_l20": "strict",
-               "search_strict_l20b": "strict"}  # l20b: the half of the strict L20 search run on GPU 0
+               "search_strict_l20b": "strict", "search_strict_l20c": "strict"}  # l20b, l20c: parts
+# of the strict level-20 search that ran beside search_strict_l20 on the other GPU or after it
 
 
 def _contestant(row: dict, name: str) -> str:
