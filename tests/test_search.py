@@ -383,7 +383,7 @@ class _SlowPool:
         import time
 
         time.sleep(self.verdict_s)
-        return Verdict("correct")
+        return Verdict("correct", wall_s=self.verdict_s)
 
 
 def test_wall_time_budget_keeps_room_for_the_composed_verdict():
@@ -399,6 +399,27 @@ def test_wall_time_budget_keeps_room_for_the_composed_verdict():
     assert any("wall-time budget" in note for note in report.notes), report.notes
     assert report.fragments_tried >= 1
     # before: ranges started until 3 s had passed, so the last one ended after it
+    assert report.wall_s <= budget_s, report.wall_s
+
+
+def test_resumed_search_keeps_room_for_the_composed_verdict(tmp_path):
+    """Regression: a search started again after a cut-off found its whole-program verdict in the
+    cache, counted it as taking no time, reserved nothing for the composed verdict and overran
+    (L20-37 on the H200: 269 s against 220 s). A cache hit now counts the time its verdict took."""
+    import triton  # noqa: F401  (imported once before the clock starts: it takes about 1 s)
+
+    cache = str(tmp_path / "verdicts.sqlite")
+    generators = [lambda src: [_as_candidate(src)]]
+    cut_short = SearchConfig(device="cpu", max_fragment_ops=1, wall_time_s=0.5, cache_path=cache)
+    first = search(PROGRAM, cut_short, generators=generators,
+                   pool=_SlowPool(1.0), fragment_pool=_SlowPool(0.4))
+    assert first.fragments_tried == 0  # only the whole program was judged (and cached)
+    budget_s = 2.5
+    resumed = SearchConfig(device="cpu", max_fragment_ops=1, wall_time_s=budget_s, cache_path=cache)
+    report = search(PROGRAM, resumed, generators=generators,
+                    pool=_SlowPool(1.0), fragment_pool=_SlowPool(0.4))
+    assert report.cache_hits >= 1 and report.fragments_tried >= 1
+    # before: all six 0.4 s ranges ran (2.4 s), then the 1 s composed verdict
     assert report.wall_s <= budget_s, report.wall_s
 
 
