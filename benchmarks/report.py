@@ -223,11 +223,11 @@ def _env_text(rows: list[dict]) -> str:
     return "; ".join(envs) + (f" (commits {', '.join(commits)})" if commits else "")
 
 
-# benchmarks/gpu_session.sh search_hybrid, search_strict and search_strict_split
+# benchmarks/gpu_session.sh search_hybrid, search_strict and search_strict_split; l20b and l20c
+# are parts of the strict level-20 search that ran beside search_strict_l20 or after it
 SEARCH_RUNS = {"search_l5": "hybrid", "search_l20": "hybrid",
                "search_strict_l5": "strict", "search_strict_l20": "strict",
-               "search_strict_l20b": "strict", "search_strict_l20c": "strict"}  # l20b, l20c: parts
-# of the strict level-20 search that ran beside search_strict_l20 on the other GPU or after it
+               "search_strict_l20b": "strict", "search_strict_l20c": "strict"}
 
 
 def _contestant(row: dict, name: str) -> str:
