@@ -18,6 +18,7 @@
 #   bash benchmarks/gpu_session.sh search_hybrid # fragment search, hybrid judge: L5 (GPU 0) | L20 (GPU 1)
 #   bash benchmarks/gpu_session.sh search  # fragment search (with its whole-program contestant), L5/L20
 #   bash benchmarks/gpu_session.sh search_strict # strict search L5 (GPU 0) | hybrid L20 search resumed, then strict L20 (GPU 1)
+#   bash benchmarks/gpu_session.sh search_recompute # L20 lines 1, 4, 6 searched again after max_window_recompute: hybrid (GPU 0) | strict (GPU 1)
 #   bash benchmarks/gpu_session.sh search_strict_split # strict L5 search resumed, then strict L20 lines 2, 4 (GPU 0) | lines 1, 3, 5, 6 (GPU 1)
 # Needs: torch, triton, transformers (there), OR-Tools wheels in .whl/ (carried) for the synthesis
 # filters that the benchmark re-runs on the GPU. Pass DRTRITON_COMMIT=<your HEAD's short hash>
@@ -211,6 +212,18 @@ case $phase in
     (export CUDA_VISIBLE_DEVICES=1; start=$SECONDS
      search_sample 20 strict search_strict_l20 "$res/l20_odd.jsonl"
      budget=$((budget - (SECONDS - start))) search_sample 20 strict search_strict_l20c "$res/l20_last.jsonl") &
+    wait ;;
+  search_recompute)  # the level-20 programs whose translation changed with max_window_recompute
+    # (sample lines 1, 4, 6), searched again: hybrid on GPU 0, strict on GPU 1. The verdict caches
+    # start from the earlier searches' caches, so unchanged candidates are not judged again.
+    sample=benchmarks/programs/synthetic_gpu_heldout_l20.jsonl
+    sed -n '1p;4p;6p' $sample > "$res/l20_changed.jsonl"
+    g=benchmarks/results/gpu
+    python3 benchmarks/merge_caches.py $g/search_rc_l20.json.search.sqlite $g/search_l20.json.search.sqlite
+    python3 benchmarks/merge_caches.py $g/search_rc_strict_l20.json.search.sqlite \
+        $g/search_strict_l20.json.search.sqlite $g/search_strict_l20b.json.search.sqlite $g/search_strict_l20c.json.search.sqlite
+    (CUDA_VISIBLE_DEVICES=0 search_sample 20 hybrid search_rc_l20 "$res/l20_changed.jsonl") &
+    (CUDA_VISIBLE_DEVICES=1 search_sample 20 strict search_rc_strict_l20 "$res/l20_changed.jsonl") &
     wait ;;
   hybrid)
     bench hybrid --levels 1,2,5,20 --mode hybrid ;;

@@ -15,7 +15,7 @@ import dataclasses  # noqa: E402
 import pytest  # noqa: E402
 import torch  # noqa: E402
 
-from compiler_cases.harness import check, program  # noqa: E402
+from compiler_cases.harness import check, program, run_pair  # noqa: E402
 from compiler_cases.ops61 import source  # noqa: E402
 from compiler_cases.realworld import CASES  # noqa: E402
 from drtriton.compiler import (  # noqa: E402
@@ -190,6 +190,30 @@ def test_reduction_epilogue_and_prologue_fuse():
     # exp prologue into the sum; the division epilogue into the same kernel
     src = program("s = torch.sum(torch.exp(a), dim=1)\nreturn torch.div(s, 3.0)", [(4, 9)])
     assert check(src).count("@triton.jit") == 1
+
+
+@pytest.mark.parametrize(
+    ("body", "shapes", "materialised"),
+    [
+        # GELU of a product: ~8 operators re-evaluated at ~19 window reads of each element
+        ("return F.max_pool3d(F.gelu(torch.sigmoid(a) * a), kernel_size=4, stride=1)",
+         [(1, 2, 9, 9, 9)], True),
+        ("return F.max_pool3d(torch.relu(a), kernel_size=4, stride=1)", [(1, 2, 9, 9, 9)], False),
+        ("return F.avg_pool2d(F.gelu(a), kernel_size=2, stride=2)", [(1, 2, 8, 8)], False),
+        # strict matmul: the prologue of A is re-read by N / 64 = 16 column tiles
+        ("return torch.matmul(F.gelu(torch.sigmoid(a) * a), b)", [(8, 16), (16, 1024)], True),
+        ("return F.conv2d(F.gelu(torch.sigmoid(a) * a), b, padding=1)",
+         [(1, 3, 8, 8), (4, 3, 3, 3)], True),
+    ],
+)
+def test_costly_prologue_of_a_window_or_tile_kernel_is_materialised(body, shapes, materialised):
+    src = program(body, shapes)
+    fused = compile_program(src, CompilerConfig(max_window_recompute=float("inf")))
+    default = check(src)  # the default setting, verified against eager
+    extra = default.count("@triton.jit") - fused.count("@triton.jit")
+    assert extra == int(materialised)
+    want, got = run_pair(src, fused)
+    torch.testing.assert_close(got[0], want[0], atol=1e-4, rtol=1e-4)
 
 
 def test_producer_with_two_consumers_is_not_fused_away():

@@ -258,6 +258,20 @@ def test_compiler_generator_offers_hybrid_variants_only_to_a_hybrid_judge():
     assert len(compiler_generator("hybrid", "cpu")(PROGRAM)) == 1
 
 
+def test_compiler_generator_offers_fused_window_prologues_only_where_they_differ():
+    from drtriton.search import compiler_generator
+
+    pooled = PROGRAM.replace(
+        "b = torch.add(a, y)",
+        "b = F.max_pool1d(F.gelu(torch.sigmoid(a) * a).reshape(1, 8, 16), 9, 1, 4).reshape(8, 16)\n"
+        "        b = torch.add(b, y.reshape(8, 16))",
+    )
+    strict = compiler_generator("strict", "cpu")(pooled)
+    assert len(strict) == 2  # GELU materialised before the pool's windows, and fused into them
+    assert strict[0].count("@triton.jit") == strict[1].count("@triton.jit") + 1
+    assert len(compiler_generator("strict", "cpu")(PROGRAM)) == 1
+
+
 def test_fragments_are_judged_as_a_prefilter():
     from drtriton.judge import JudgeConfig
     from drtriton.search import fragment_judge_config

@@ -18,11 +18,16 @@ class CompilerConfig:
     ``cuda`` emits a small ``triton.autotune`` space per kernel.
     max_fused_nodes: an elementwise expression larger than this is materialised rather than
     recomputed by each consumer.
+    max_window_recompute: a computed input of a pooling, convolution or (strict) matmul kernel is
+    re-evaluated at every read, and kernels with windows or tiles read each input element many
+    times. It is materialised first when its cost (``ir.op_cost``: 1 per operator, 4 per special
+    function) times the reads of each element exceeds this (``float("inf")``: always fused, as before this setting existed).
     """
 
     mode: str = "strict"
     device: str = "cpu"
     max_fused_nodes: int = 64
+    max_window_recompute: float = 64.0
 
     def __post_init__(self) -> None:
         if self.mode not in MODES:

@@ -309,6 +309,29 @@ def count_nodes(x: Expr, seen: set | None = None) -> int:
     return 1 + sum(count_nodes(k, seen) for k in kids)
 
 
+# operators that cost a special-function evaluation (or a division) rather than one instruction
+_COSTLY_OPS = frozenset({"exp", "exp2", "log", "log2", "sqrt", "rsqrt", "sin", "cos", "tanh",
+                         "erf", "sigmoid", "pow", "div"})
+COSTLY_OP_WEIGHT = 4
+
+
+def op_cost(x: Expr, seen: set | None = None) -> int:
+    """The work of one evaluation of ``x`` beyond its loads: each ``Op`` counts 1, a special
+    function ``COSTLY_OP_WEIGHT``; a shared subexpression counts once."""
+    seen = set() if seen is None else seen
+    if id(x) in seen:
+        return 0
+    seen.add(id(x))
+    own, kids = 0, ()
+    if isinstance(x, Op):
+        own, kids = (COSTLY_OP_WEIGHT if x.name in _COSTLY_OPS else 1), x.args
+    elif isinstance(x, View | Reshape):
+        kids = (x.child,)
+    elif isinstance(x, Cat):
+        kids = x.parts
+    return own + sum(op_cost(k, seen) for k in kids)
+
+
 def buffers_of(x: Expr, acc: dict | None = None) -> dict[str, list[Load]]:
     """Buffers read by an expression, with every load of each."""
     acc = {} if acc is None else acc

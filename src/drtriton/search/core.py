@@ -101,14 +101,17 @@ class SearchReport:
 
 def compiler_generator(mode: str, device: str) -> Generator:
     """The built-in compiler as a candidate generator: its strict translation, and under a hybrid
-    judge also its hybrid one (vendor matmul/convolution), each a different fusion of the piece."""
+    judge also its hybrid one (vendor matmul/convolution); then each again with every computed
+    input fused into the window and tile kernels that re-read it (``max_window_recompute=inf``),
+    which differs only where the default materialises such an input."""
     from drtriton.compiler import CompilerConfig, compile_program, kernel_body
 
     target = "cuda" if device.startswith("cuda") else "cpu"
+    modes = ("strict", "hybrid") if mode == "hybrid" else ("strict",)
     configs = [
-        CompilerConfig(mode=m, device=target)
-        for m in ("strict", "hybrid")
-        if m == "strict" or mode == "hybrid"
+        CompilerConfig(mode=m, device=target, max_window_recompute=recompute)
+        for recompute in (CompilerConfig().max_window_recompute, float("inf"))
+        for m in modes
     ]
 
     def generate(source: str) -> list[str]:

@@ -15,6 +15,18 @@ from drtriton.compiler.lowerings.registry import _f, fn, method
 
 # ------------------------------------------------------------------ matmul and linear
 
+_TILE = 64  # a typical autotuned tile edge: how many output tiles re-read each input tile
+
+
+def reread_input(L: Lowering, x: ir.Expr, reads_per_element: float) -> ir.Expr:
+    """``x`` as a kernel that reads each element ``reads_per_element`` times should see it: a
+    computed expression is materialised first when re-evaluating it at every read would cost more
+    than ``max_window_recompute`` (``ir.op_cost`` units) per element: e.g. GELU fused into a 3-D
+    max pool's 512-element windows. Materialising costs one write and one read per element."""
+    if ir.is_cheap(x) or ir.op_cost(x) * reads_per_element <= L.config.max_window_recompute:
+        return x
+    return L.materialize(x)
+
 
 def matmul(L: Lowering, a, b) -> ir.Expr:
     a, b = _f(L.t(a)), _f(L.t(b))
@@ -24,6 +36,9 @@ def matmul(L: Lowering, a, b) -> ir.Expr:
         a = ir.reshape(a, (1, a.shape[0]))
     if squeeze_b:
         b = ir.reshape(b, (b.shape[0], 1))
+    if L.config.mode == "strict":  # before broadcasting, so that a batch-broadcast stays a view
+        a = reread_input(L, a, max(1.0, b.shape[-1] / _TILE))
+        b = reread_input(L, b, max(1.0, a.shape[-2] / _TILE))
     batch = ir.broadcast_shapes(a.shape[:-2], b.shape[:-2])
     a = ir.broadcast_to(a, batch + a.shape[-2:])
     b = ir.broadcast_to(b, batch + b.shape[-2:])
@@ -119,6 +134,11 @@ def conv(L: Lowering, nsp: int, x, weight, bias, stride, padding, dilation, grou
         out = L.torch_call(code, shape, torch.float32)
     else:
         spec = kernels.ConvSpec(transposed, stride, padding, dilation, int(groups), shape)
+        # each input element feeds every tap of the windows over it, once per output-channel tile
+        overlap = ir.numel(ksz) * ir.numel(outs) / ir.numel(ins)
+        if transposed:
+            overlap /= ir.numel(stride)  # the phased kernel skips the taps that miss the input
+        x = reread_input(L, x, max(1.0, overlap) * -(-(oc // int(groups)) // _TILE))
         L.flush_expr(x, weight)
         out = L.kernel(lambda w, o, x=x, wt=weight: kernels.conv(w, x, wt, spec, o), shape, torch.float32)
     if bias is not None:
@@ -162,6 +182,7 @@ def pool(L: Lowering, kind: str, nsp: int, x, kernel_size, stride=None, padding=
     outs = tuple((i + 2 * p - d * (k - 1) - 1) // s + 1 for i, p, d, k, s in
                  zip(ins, padding, dilation, ksz, stride, strict=True))
     shape = x.shape[:-nsp] + outs
+    x = reread_input(L, x, ir.numel(shape) * ir.numel(ksz) / ir.numel(x.shape))
     L.flush_expr(x)
     return L.kernel(lambda w, o, x=x: kernels.pool(w, kind, x, ksz, stride, padding, dilation, shape, o),
                     shape, torch.float32)
