@@ -333,3 +333,27 @@ def test_level20_sample_keeps_the_first_valid_programs_in_index_order(tmp_path):
     log.write_text("".join(json.dumps({"id": i, "reason": None}) + "\n" for i in (ids[0], ids[2])))
     with pytest.raises(SystemExit, match="unchecked"):  # ids[1] unchecked, before a kept one
         script.keep(pool, [log], 2, out)
+
+
+def test_merge_caches_adds_missing_verdicts_and_keeps_existing_ones(tmp_path):
+    import importlib.util
+    import sqlite3
+    from pathlib import Path
+
+    path = Path(__file__).resolve().parents[1] / "benchmarks" / "merge_caches.py"
+    spec = importlib.util.spec_from_file_location("merge_caches", path)
+    merge_caches = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(merge_caches)
+
+    def cache(name, rows):
+        db = sqlite3.connect(tmp_path / name)
+        db.execute("CREATE TABLE verdicts (key TEXT PRIMARY KEY, verdict TEXT)")
+        db.executemany("INSERT INTO verdicts VALUES (?, ?)", rows)
+        db.commit()
+        return str(tmp_path / name)
+
+    into = cache("into.sqlite", [("a", "new")])
+    old = cache("old.sqlite", [("a", "old"), ("b", "old")])
+    assert merge_caches.merge(into, [old, str(tmp_path / "missing.sqlite")]) == 1
+    rows = dict(sqlite3.connect(into).execute("SELECT key, verdict FROM verdicts").fetchall())
+    assert rows == {"a": "new", "b": "old"}
