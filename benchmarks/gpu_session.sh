@@ -19,6 +19,7 @@
 #   bash benchmarks/gpu_session.sh search  # fragment search (with its whole-program contestant), L5/L20
 #   bash benchmarks/gpu_session.sh search_strict # strict search L5 (GPU 0) | hybrid L20 search resumed, then strict L20 (GPU 1)
 #   bash benchmarks/gpu_session.sh search_recompute # L20 lines 1, 4, 6 searched again after max_window_recompute: hybrid (GPU 0) | strict (GPU 1)
+#   bash benchmarks/gpu_session.sh compiler_recompute # those L20 programs' compiler rows again: strict (GPU 0) | hybrid, then pytest -m gpu (GPU 1)
 #   bash benchmarks/gpu_session.sh search_strict_split # strict L5 search resumed, then strict L20 lines 2, 4 (GPU 0) | lines 1, 3, 5, 6 (GPU 1)
 # Needs: torch, triton, transformers (there), OR-Tools wheels in .whl/ (carried) for the synthesis
 # filters that the benchmark re-runs on the GPU. Pass DRTRITON_COMMIT=<your HEAD's short hash>
@@ -224,6 +225,18 @@ case $phase in
         $g/search_strict_l20.json.search.sqlite $g/search_strict_l20b.json.search.sqlite $g/search_strict_l20c.json.search.sqlite
     (CUDA_VISIBLE_DEVICES=0 search_sample 20 hybrid search_rc_l20 "$res/l20_changed.jsonl") &
     (CUDA_VISIBLE_DEVICES=1 search_sample 20 strict search_rc_strict_l20 "$res/l20_changed.jsonl") &
+    wait ;;
+  compiler_recompute)  # the compiler benchmark of those programs (sample lines 1, 4, 6) again:
+    # strict on GPU 0; hybrid, then the GPU test tier (pytest wheels in .whl/pytest/) on GPU 1
+    sample=benchmarks/programs/synthetic_gpu_heldout_l20.jsonl
+    sed -n '1p;4p;6p' $sample > "$res/l20_changed.jsonl"
+    (export CUDA_VISIBLE_DEVICES=0
+     bench_file "$res/l20_changed.jsonl" compiler_rc_strict_l20 --levels 20 --num 8 --mode strict --timeout-s "${TIMEOUT_S:-150}") &
+    (export CUDA_VISIBLE_DEVICES=1; start=$SECONDS
+     bench_file "$res/l20_changed.jsonl" compiler_rc_hybrid_l20 --levels 20 --num 8 --mode hybrid --timeout-s "${TIMEOUT_S:-150}"
+     python3 -m pip install -q --no-index --no-deps --no-compile --upgrade --target /tmp/site .whl/pytest/*.whl
+     timeout $((budget - (SECONDS - start))) python3 -m pytest -m gpu -q -p no:cacheprovider tests/test_gpu.py \
+         > "$res/pytest_gpu.log" 2>&1) &
     wait ;;
   hybrid)
     bench hybrid --levels 1,2,5,20 --mode hybrid ;;

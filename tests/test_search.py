@@ -437,6 +437,29 @@ def test_resumed_search_keeps_room_for_the_composed_verdict(tmp_path):
     assert report.wall_s <= budget_s, report.wall_s
 
 
+def test_whole_program_candidates_past_the_budget_are_skipped_unless_cached(tmp_path):
+    """Regression: every whole-program candidate was judged whatever the budget, and on the H200
+    two new 100 s verdicts took a search 218 s past its 150 s budget (L20-26). After the first
+    verdict, a candidate is judged only if a verdict as long as the longest so far still fits;
+    one already in the cache costs nothing and is always taken."""
+    import triton  # noqa: F401  (imported once before the clock starts: it takes about 1 s)
+
+    def three_variants(src: str) -> list[str]:
+        return [_as_candidate(src) + f"\n# variant {i}\n" for i in range(3)]
+
+    cache = str(tmp_path / "verdicts.sqlite")
+    tight = SearchConfig(device="cpu", max_fragment_ops=1, wall_time_s=1.5, cache_path=cache)
+    report = search(PROGRAM, tight, generators=[three_variants],
+                    pool=_SlowPool(1.0), fragment_pool=_SlowPool(0.0))
+    assert report.candidates_judged == 1 and report.wall_s <= 1.5, report
+    assert "2 whole-program candidates not judged: wall-time budget" in report.notes
+    roomy = SearchConfig(device="cpu", max_fragment_ops=1, wall_time_s=60, cache_path=cache)
+    search(PROGRAM, roomy, generators=[three_variants], pool=_SlowPool(0.1), fragment_pool=_SlowPool(0.0))
+    again = search(PROGRAM, tight, generators=[three_variants],
+                   pool=_SlowPool(1.0), fragment_pool=_SlowPool(0.0))
+    assert again.cache_hits >= 3  # all three whole-program verdicts, from the cache
+
+
 def test_search_reports_its_progress():
     """A GPU search takes minutes: it says what it is judging (``convert --search`` shows it)."""
     messages: list[str] = []

@@ -175,6 +175,9 @@ class _Judge:
         # composed verdict and overran its budget on the H200 (L20-37: 269 s against 220 s)
         self.longest_s = 0.0
 
+    def cached(self, reference: str, candidate: str) -> Verdict | None:
+        return self.cache.get(f"{judging_settings(self.pool.config)}\0{reference}", candidate)
+
     def __call__(self, reference: str, candidate: str) -> Verdict:
         key_ref = f"{judging_settings(self.pool.config)}\0{reference}"
         cached = self.cache.get(key_ref, candidate)
@@ -191,11 +194,18 @@ class _Judge:
 
 
 def _best_candidate(
-    judge: _Judge, reference: str, candidates: Sequence[str]
+    judge: _Judge, reference: str, candidates: Sequence[str],
+    next_fits: Callable[[], bool] = lambda: True, skipped: list[str] | None = None,
 ) -> tuple[str, Verdict] | None:
-    """The fastest correct candidate (the first correct one where nothing is timed)."""
+    """The fastest correct candidate (the first correct one where nothing is timed). After the
+    first verdict, a candidate not in the cache is judged only if ``next_fits()``: on the H200 two
+    new whole-program verdicts of 100 s each took a search 218 s past its 150 s budget."""
     best: tuple[str, Verdict] | None = None
-    for candidate in candidates:
+    for i, candidate in enumerate(candidates):
+        if i and not next_fits() and judge.cached(reference, candidate) is None:
+            if skipped is not None:
+                skipped.append(candidate)
+            continue
         verdict = judge(reference, candidate)
         if verdict.ok and (best is None or verdict_cost(verdict) < verdict_cost(best[1])):
             best = (candidate, verdict)
@@ -234,7 +244,11 @@ def search(
     notes: list[str] = []
     try:
         say("judging the whole-program candidates")
-        whole = _best_candidate(judge, reference, _propose(generators, reference, config))
+        skipped: list[str] = []
+        whole = _best_candidate(judge, reference, _propose(generators, reference, config),
+                                lambda: not _out_of_time(config, started, judge.longest_s), skipped)
+        if skipped:
+            notes.append(f"{len(skipped)} whole-program candidates not judged: wall-time budget")
         traced = trace(reference)
         choices: dict[tuple[int, int], Choice] = {}
         tried = 0
@@ -255,7 +269,8 @@ def search(
                     f"{time.perf_counter() - started:.0f} of {config.wall_time_s:.0f} s spent")
                 range_started = time.perf_counter()
                 found = _best_candidate(
-                    fragment_judge, fragment.source, _propose(generators, fragment.source, config)
+                    fragment_judge, fragment.source, _propose(generators, fragment.source, config),
+                    lambda: not _out_of_time(config, started, fragment_judge.longest_s + judge.longest_s),
                 )
                 longest_range_s = max(longest_range_s, time.perf_counter() - range_started)
                 if found:
