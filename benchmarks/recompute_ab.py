@@ -16,8 +16,9 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from datetime import date
 
-from drtriton.compiler import CompilerConfig, compile_program
+from drtriton.compiler import CompilerConfig, compile_program, kernel_body
 from drtriton.judge import JudgeConfig
 from drtriton.search.cache import VerdictCache, judging_settings
 
@@ -31,7 +32,10 @@ def ab_rows(programs: list[dict], cache: VerdictCache, judge_mode: str) -> list[
     rows = []
     modes = ("strict", "hybrid") if judge_mode == "hybrid" else ("strict",)
     for program, mode in ((p, m) for p in programs for m in modes):
-        row = {"id": program["id"], "translation": mode, "ops": " ".join(program["ops"])}
+        if mode == "hybrid" and _no_vendor_call(program["source"]):
+            continue  # the hybrid translation is the strict one: the search did not judge it again
+        row = {"problem": f"L{program['level']}-{program['index']}", "id": program["id"],
+               "translation": mode, "ops": " ".join(program["ops"])}
         texts = {name: compile_program(program["source"], CompilerConfig(mode=mode, device="cuda",
                                                                           max_window_recompute=value))
                  for name, value in SETTINGS.items()}
@@ -40,11 +44,19 @@ def ab_rows(programs: list[dict], cache: VerdictCache, judge_mode: str) -> list[
             row[f"{name}_status"] = verdict.status if verdict else "not judged"
             row[f"{name}_ms"] = verdict.runtime_ms if verdict and verdict.ok else None
             row[f"{name}_vs_eager"] = verdict.speedup_eager if verdict and verdict.ok else None
+            if verdict is not None:
+                row["machine"] = {k: verdict.environment.get(k) for k in ("device_name", "torch", "triton")}
         row["same_translation"] = texts["default"] == texts["fused"]
         if row["default_vs_eager"] and row["fused_vs_eager"]:
             row["default_over_fused"] = row["default_vs_eager"] / row["fused_vs_eager"]
         rows.append(row)
     return rows
+
+
+def _no_vendor_call(source: str) -> bool:
+    strict, hybrid = (kernel_body(compile_program(source, CompilerConfig(mode=m, device="cuda")))
+                      for m in ("strict", "hybrid"))
+    return strict == hybrid
 
 
 def main() -> None:
@@ -65,7 +77,8 @@ def main() -> None:
     for row in rows:
         print(json.dumps(row))
     if args.out:
-        json.dump({"mode": args.mode, "cache": args.cache, "rows": rows}, open(args.out, "w"), indent=1)
+        json.dump({"mode": args.mode, "cache": args.cache, "read_on": date.today().isoformat(),
+                   "rows": rows}, open(args.out, "w"), indent=1)
     if not any(r["default_status"] != "not judged" for r in rows):
         sys.exit("no default translation found in the cache: wrong salt (gpu, torch, triton)?")
 
