@@ -1,8 +1,8 @@
 """Where a compiled candidate spends its GPU time: a diagnostic, not a verdict.
 
-    PYTHONPATH=src python3 benchmarks/gpu_profile.py --programs FILE [--levels 1,2,5] [--out DIR]
+    PYTHONPATH=src python3 benchmarks/gpu_profile.py --programs FILE [--levels 1,2,5] [--mode strict] [--out DIR]
 
-For each program: compile it with the built-in compiler (strict, cuda), run it once, then time
+For each program: compile it with the built-in compiler (strict by default, cuda), run it once, then time
 eager and the candidate the way the judge does (L2 flushed, CUDA events, median) and time every
 Triton launch of one candidate call separately (synchronised around each launch). Also measures
 the host-side cost of one launch for a tiny elementwise kernel in three spellings (plain jit,
@@ -90,11 +90,11 @@ def per_kernel_ms(model, xs) -> list[tuple[str, float]]:
     return [(name, s.elapsed_time(e)) for name, s, e in spans]
 
 
-def profile_program(program, out_dir: Path) -> dict:
-    row = {"id": program.id, "level": program.level, "ops": " ".join(program.ops)}
+def profile_program(program, out_dir: Path, mode: str = "strict") -> dict:
+    row = {"id": program.id, "level": program.level, "ops": " ".join(program.ops), "mode": mode}
     t0 = time.perf_counter()
     try:
-        candidate = compile_program(program.source, CompilerConfig(mode="strict", device="cuda"))
+        candidate = compile_program(program.source, CompilerConfig(mode=mode, device="cuda"))
         (out_dir / f"{program.id}.py").write_text(candidate)
         ref = _load(program.source, "reference")
         cand = _load(candidate, "candidate")
@@ -179,6 +179,7 @@ def main() -> None:
     p.add_argument("--programs", type=Path, required=True)
     p.add_argument("--levels", default="1,2,5")
     p.add_argument("--budget-s", type=float, default=300)
+    p.add_argument("--mode", choices=("strict", "hybrid"), default="strict")
     p.add_argument("--out", type=Path, default=Path(os.environ.get("OUT", "gpu_profile")))
     args = p.parse_args()
     args.out.mkdir(parents=True, exist_ok=True)
@@ -193,7 +194,7 @@ def main() -> None:
         if time.perf_counter() - t_start > args.budget_s:
             print("budget spent; stopping", flush=True)
             break
-        row = profile_program(program, args.out)
+        row = profile_program(program, args.out, args.mode)
         result["programs"].append(row)
         (args.out / "profile.json").write_text(json.dumps(result, indent=1))
         if "error" in row:

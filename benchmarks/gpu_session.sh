@@ -20,6 +20,7 @@
 #   bash benchmarks/gpu_session.sh search_strict # strict search L5 (GPU 0) | hybrid L20 search resumed, then strict L20 (GPU 1)
 #   bash benchmarks/gpu_session.sh search_recompute # L20 lines 1, 4, 6 searched again after max_window_recompute: hybrid (GPU 0) | strict (GPU 1)
 #   bash benchmarks/gpu_session.sh compiler_recompute # those L20 programs' compiler rows again: strict (GPU 0) | hybrid, then pytest -m gpu (GPU 1)
+#   bash benchmarks/gpu_session.sh profile_slow # per-kernel times, strict: level-20 sample (GPU 0) | level 5 (GPU 1)
 #   bash benchmarks/gpu_session.sh search_strict_split # strict L5 search resumed, then strict L20 lines 2, 4 (GPU 0) | lines 1, 3, 5, 6 (GPU 1)
 # Needs: torch, triton, transformers (there), OR-Tools wheels in .whl/ (carried) for the synthesis
 # filters that the benchmark re-runs on the GPU. Pass DRTRITON_COMMIT=<your HEAD's short hash>
@@ -237,6 +238,15 @@ case $phase in
      python3 -m pip install -q --no-index --no-deps --no-compile --upgrade --target /tmp/site .whl/pytest/*.whl
      timeout $((budget - (SECONDS - start))) python3 -m pytest -m gpu -q -p no:cacheprovider tests/test_gpu.py \
          > "$res/pytest_gpu.log" 2>&1) &
+    wait ;;
+  profile_slow)  # where the strict translations of the level-20 sample (GPU 0) and of the level-5
+    # sample (GPU 1) spend their time, kernel by kernel: a diagnostic, not a verdict
+    (CUDA_VISIBLE_DEVICES=0 timeout "$budget" python3 benchmarks/gpu_profile.py --mode strict \
+        --programs benchmarks/programs/synthetic_gpu_heldout_l20.jsonl --levels 20 \
+        --budget-s $((budget - 90)) --out "$res/profile_l20" > "$res/profile_l20.log" 2>&1) &
+    (CUDA_VISIBLE_DEVICES=1 timeout "$budget" python3 benchmarks/gpu_profile.py --mode strict \
+        --programs benchmarks/programs/synthetic_gpu_heldout.jsonl --levels 5 \
+        --budget-s $((budget - 90)) --out "$res/profile_l5" > "$res/profile_l5.log" 2>&1) &
     wait ;;
   hybrid)
     bench hybrid --levels 1,2,5,20 --mode hybrid ;;
