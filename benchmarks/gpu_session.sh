@@ -21,6 +21,7 @@
 #   bash benchmarks/gpu_session.sh search_recompute # L20 lines 1, 4, 6 searched again after max_window_recompute: hybrid (GPU 0) | strict (GPU 1)
 #   bash benchmarks/gpu_session.sh compiler_recompute # those L20 programs' compiler rows again: strict (GPU 0) | hybrid, then pytest -m gpu (GPU 1)
 #   bash benchmarks/gpu_session.sh profile_slow # per-kernel times, strict: level-20 sample (GPU 0) | level 5 (GPU 1)
+#   bash benchmarks/gpu_session.sh compiler_matmul # strict L20 rows whose matmuls changed (folded batch, narrow tiles): line 3 (GPU 0) | lines 2, 5 (GPU 1)
 #   bash benchmarks/gpu_session.sh search_strict_split # strict L5 search resumed, then strict L20 lines 2, 4 (GPU 0) | lines 1, 3, 5, 6 (GPU 1)
 # Needs: torch, triton, transformers (there), OR-Tools wheels in .whl/ (carried) for the synthesis
 # filters that the benchmark re-runs on the GPU. Pass DRTRITON_COMMIT=<your HEAD's short hash>
@@ -247,6 +248,16 @@ case $phase in
     (CUDA_VISIBLE_DEVICES=1 timeout "$budget" python3 benchmarks/gpu_profile.py --mode strict \
         --programs benchmarks/programs/synthetic_gpu_heldout.jsonl --levels 5 \
         --budget-s $((budget - 90)) --out "$res/profile_l5" > "$res/profile_l5.log" 2>&1) &
+    wait ;;
+  compiler_matmul)  # the strict level-20 programs whose matmul kernels changed (one W for every
+    # batch folded into rows; narrow tiles under 8 columns), judged again
+    sample=benchmarks/programs/synthetic_gpu_heldout_l20.jsonl
+    sed -n '3p' $sample > "$res/l20_mm_a.jsonl"
+    sed -n '2p;5p' $sample > "$res/l20_mm_b.jsonl"
+    (CUDA_VISIBLE_DEVICES=0 bench_file "$res/l20_mm_a.jsonl" compiler_mm_strict_l20a --levels 20 --num 8 \
+        --mode strict --timeout-s "${TIMEOUT_S:-150}") &
+    (CUDA_VISIBLE_DEVICES=1 bench_file "$res/l20_mm_b.jsonl" compiler_mm_strict_l20b --levels 20 --num 8 \
+        --mode strict --timeout-s "${TIMEOUT_S:-150}") &
     wait ;;
   hybrid)
     bench hybrid --levels 1,2,5,20 --mode hybrid ;;
