@@ -22,6 +22,7 @@
 #   bash benchmarks/gpu_session.sh compiler_recompute # those L20 programs' compiler rows again: strict (GPU 0) | hybrid, then pytest -m gpu (GPU 1)
 #   bash benchmarks/gpu_session.sh profile_slow # per-kernel times, strict: level-20 sample (GPU 0) | level 5 (GPU 1)
 #   bash benchmarks/gpu_session.sh compiler_matmul # strict L20 rows whose matmuls changed (folded batch, narrow tiles): line 3 (GPU 0) | lines 2, 5 (GPU 1)
+#   bash benchmarks/gpu_session.sh compiler_pool # the sampled programs whose pools changed (reachable window offsets): strict (GPU 0) | hybrid (GPU 1)
 #   bash benchmarks/gpu_session.sh search_strict_split # strict L5 search resumed, then strict L20 lines 2, 4 (GPU 0) | lines 1, 3, 5, 6 (GPU 1)
 # Needs: torch, triton, transformers (there), OR-Tools wheels in .whl/ (carried) for the synthesis
 # filters that the benchmark re-runs on the GPU. Pass DRTRITON_COMMIT=<your HEAD's short hash>
@@ -258,6 +259,29 @@ case $phase in
         --mode strict --timeout-s "${TIMEOUT_S:-150}") &
     (CUDA_VISIBLE_DEVICES=1 bench_file "$res/l20_mm_b.jsonl" compiler_mm_strict_l20b --levels 20 --num 8 \
         --mode strict --timeout-s "${TIMEOUT_S:-150}") &
+    wait ;;
+  compiler_pool)  # the programs of the compiler samples whose pooling kernels changed (window
+    # offsets that can never reach the input are not looped over), judged again in both modes:
+    # first L5-6, L20-37, L20-0 (part a), then L2-3342, L20-27, L20-26 (part b)
+    python3 - "$res" <<'PY'
+import json, sys
+want = {"a": ["L5-6", "L20-37", "L20-0"], "b": ["L2-3342", "L20-27", "L20-26"]}
+rows = {}
+for f in ("benchmarks/programs/synthetic_gpu_heldout.jsonl", "benchmarks/programs/synthetic_gpu_heldout_l20.jsonl"):
+    for line in open(f):
+        r = json.loads(line)
+        rows.setdefault(f"L{r['level']}-{r['index']}", line)
+for part, names in want.items():
+    open(f"{sys.argv[1]}/pool_{part}.jsonl", "w").writelines(rows[n] for n in names)
+PY
+    for g in 0 1; do
+      mode=$([ $g = 0 ] && echo strict || echo hybrid)
+      (export CUDA_VISIBLE_DEVICES=$g; start=$SECONDS
+       bench_file "$res/pool_a.jsonl" compiler_pool_${mode}_a --levels 5,20 --num 8 --mode $mode --timeout-s "${TIMEOUT_S:-150}"
+       budget=$((budget - (SECONDS - start)))  # timeout 0 would mean no limit at all
+       [ "$budget" -gt 30 ] && bench_file "$res/pool_b.jsonl" compiler_pool_${mode}_b --levels 2,20 --num 8 \
+           --mode $mode --timeout-s "${TIMEOUT_S:-150}") &
+    done
     wait ;;
   hybrid)
     bench hybrid --levels 1,2,5,20 --mode hybrid ;;

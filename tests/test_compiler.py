@@ -407,6 +407,25 @@ def test_matmul_with_one_matrix_for_every_batch_folds_the_batch_into_rows(a, b, 
     assert ("pb = tl.program_id(2)" not in candidate) == folded
 
 
+def test_pool_windows_loop_only_over_offsets_that_can_reach_the_input():
+    import itertools
+
+    from drtriton.compiler.kernels.spatial import reachable_taps
+
+    for k, s, p, d, n in itertools.product(range(1, 9), range(1, 4), range(5), range(1, 3), range(1, 12)):
+        n_out = (n + 2 * p - d * (k - 1) - 1) // s + 1
+        if p > k // 2 or n_out < 1:
+            continue
+        lo, hi = reachable_taps(k, s, p, d, n, n_out)
+        reached = {t for t in range(k) if any(0 <= o * s - p + t * d < n for o in range(n_out))}
+        assert reached <= set(range(lo, hi + 1)), (k, s, p, d, n)
+    # a depth of 1 under 4-wide windows with padding 2: one depth offset of 4 is looped over
+    src = program("return F.max_pool3d(a, kernel_size=4, stride=2, padding=2)", [(1, 2, 1, 5, 6)])
+    assert "for kk in range(0, 16)" in check(src)
+    src = program("return F.avg_pool2d(a, kernel_size=3, stride=1, padding=1)", [(2, 1, 7)])
+    assert "for kk in range(0, 3)" in check(src)
+
+
 def test_programs_past_int32_elements_index_in_int64():
     # 70000 x 40000 elements overflow int32 index arithmetic. The shapes come from the meta
     # device, so nothing of that size is allocated here.

@@ -176,13 +176,17 @@ def pool(w: Writer, kind: str, x: ir.Expr, ksz, stride, padding, dilation, out_s
     fill = '-float("inf")' if kind == "max" else "0.0"
     w.line(f"acc = tl.full([BLOCK], {fill}, tl.float32)")
     ins = x.shape[len(x.shape) - nsp:]
-    with w.block(f"for kk in range(0, {ir.numel(tuple(ksz))}):"):
-        kidx = w.delinearize("kk", tuple(ksz))
+    outs = tuple(out_shape)[len(out_shape) - nsp:]
+    taps = [reachable_taps(*a) for a in zip(ksz, stride, padding, dilation, ins, outs, strict=True)]
+    spans = tuple(hi - lo + 1 for lo, hi in taps)
+    with w.block(f"for kk in range(0, {ir.numel(spans)}):"):
+        kidx = w.delinearize("kk", spans)
         valid = ["omask"]
         pos = []
         for j in range(nsp):
             o = oidx[len(lead) + j]
-            q = w.tmp(f"{o} * {stride[j]} - {padding[j]} + {kidx[j]} * {dilation[j]}", "q")
+            k = kidx[j] if taps[j][0] == 0 else f"({kidx[j]} + {taps[j][0]})"
+            q = w.tmp(f"{o} * {stride[j]} - {padding[j]} + {k} * {dilation[j]}", "q")
             valid.append(f"({q} >= 0) & ({q} < {ins[j]})")
             pos.append(q)
         w.line(f"wmask = {' & '.join(valid)}")
@@ -193,5 +197,14 @@ def pool(w: Writer, kind: str, x: ir.Expr, ksz, stride, padding, dilation, out_s
             w.line(f"acc += tl.where(wmask, {v}, 0.0)")
     res = "acc" if kind == "max" else w.tmp(f"acc / {ir.numel(tuple(ksz))}", "r")
     w.store(out, "offs", res, "omask", tuple(out_shape))
-    window = ir.numel(tuple(ksz))
+    window = ir.numel(spans)
     return finish_1d(w, n, "BLOCK", [(128, 4), (512, 4), (1024, 8)], n * window, min(1024, next_pow2(n)))
+
+
+def reachable_taps(k: int, s: int, p: int, d: int, n_in: int, n_out: int) -> tuple[int, int]:
+    """The window offsets (first, last) of one dim that some output's window can place inside the
+    input; the others only ever read padding. A 3-D max pool with 8-wide windows over a depth of 1
+    looped over 512 offsets per output, 448 of them always masked (15.8 ms on an H200)."""
+    lo = max(0, -(-(p - (n_out - 1) * s) // d))  # the last output's window reaches index 0
+    hi = min(k - 1, (n_in - 1 + p) // d)  # the first output's window still starts in range
+    return (lo, hi) if lo <= hi else (0, k - 1)
