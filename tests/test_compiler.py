@@ -426,6 +426,19 @@ def test_pool_windows_loop_only_over_offsets_that_can_reach_the_input():
     assert "for kk in range(0, 3)" in check(src)
 
 
+@pytest.mark.parametrize(("call", "shape"), [
+    ("F.max_pool3d(a, kernel_size=5, stride=3, padding=2, dilation=1)", (1, 2, 1, 2, 7)),
+    ("F.max_pool2d(a, kernel_size=3, stride=2, padding=1, dilation=2)", (2, 3, 3, 4)),
+    ("F.avg_pool2d(a, kernel_size=5, stride=4, padding=2)", (1, 2, 6, 3)),
+    ("F.avg_pool1d(a, kernel_size=7, stride=1, padding=3)", (2, 3, 2)),
+    ("F.max_pool1d(a, kernel_size=4, stride=5, padding=2, dilation=3)", (1, 2, 9)),
+])
+def test_pools_over_short_padded_dims_match_eager(call, shape):
+    # only the reachable window offsets are looped over; max and average (count_include_pad)
+    # still agree with PyTorch where most offsets fall in the padding
+    check(program(f"return {call}", [shape]))
+
+
 def test_programs_past_int32_elements_index_in_int64():
     # 70000 x 40000 elements overflow int32 index arithmetic. The shapes come from the meta
     # device, so nothing of that size is allocated here.
