@@ -175,12 +175,14 @@ class _Judge:
         # composed verdict and overran its budget on the H200 (L20-37: 269 s against 220 s)
         self.longest_s = 0.0
 
+    def _key(self, reference: str) -> str:
+        return f"{judging_settings(self.pool.config)}\0{reference}"
+
     def cached(self, reference: str, candidate: str) -> Verdict | None:
-        return self.cache.get(f"{judging_settings(self.pool.config)}\0{reference}", candidate)
+        return self.cache.get(self._key(reference), candidate)
 
     def __call__(self, reference: str, candidate: str) -> Verdict:
-        key_ref = f"{judging_settings(self.pool.config)}\0{reference}"
-        cached = self.cache.get(key_ref, candidate)
+        cached = self.cached(reference, candidate)
         if cached is not None:
             self.hits += 1
             self.longest_s = max(self.longest_s, cached.wall_s)
@@ -189,7 +191,7 @@ class _Judge:
         started = time.perf_counter()
         verdict = self.pool.verify(reference, candidate)
         self.longest_s = max(self.longest_s, time.perf_counter() - started)
-        self.cache.put(key_ref, candidate, verdict)
+        self.cache.put(self._key(reference), candidate, verdict)
         return verdict
 
 
