@@ -120,15 +120,7 @@ def matmul(w: Writer, a: ir.Expr, b: ir.Expr, out: str) -> Kernel:
         w.line("pb = tl.program_id(2)")
     with w.block(header):
         bidx = w.delinearize("pb", tuple(batch))
-        w.line("acc = tl.zeros([BM, BN], dtype=tl.float32)")
-        with w.block(f"for k0 in range(0, {K}, BK):"):
-            w.line("rk = k0 + tl.arange(0, BK)")
-            w.line(f"amask = (rm[:, None] < {M}) & (rk[None, :] < {K})")
-            w.line(f"bmask = (rk[:, None] < {K}) & (rn[None, :] < {N})")
-            av = w.ev(a, [*bidx, "rm[:, None]", "rk[None, :]"], "amask")
-            bv = w.ev(b, [*bidx, "rk[:, None]", "rn[None, :]"], "bmask")
-            accumulate_dot(w, av, bv, narrow=narrow)
-        w.line(f"cmask = (rm[:, None] < {M}) & (rn[None, :] < {N})")
+        _k_loop(w, a, b, [*bidx, "rm[:, None]"], bidx, M, K, N, narrow)
         lin = w.tmp(f"pb * {M * N} + rm[:, None] * {N} + rn[None, :]", "o")
         w.store(out, lin, "acc", "cmask", (*batch, M, N))
     if narrow:
@@ -149,18 +141,25 @@ def folded_tiles(w: Writer, a: ir.Expr, b: ir.Expr, out: str) -> Kernel:
     w.line("rm = tl.program_id(0) * BM + tl.arange(0, BM)")
     w.line("rn = tl.program_id(1) * BN + tl.arange(0, BN)")
     ridx = w.delinearize("rm[:, None]", (*batch, M))
+    _k_loop(w, a, b, ridx, ["0"] * len(batch), rows, K, N)
+    lin = w.tmp(f"rm[:, None] * {N} + rn[None, :]", "o")
+    w.store(out, lin, "acc", "cmask", (*batch, M, N))
+    return finish_tiles(w, rows, N, K, 1)
+
+
+def _k_loop(w: Writer, a: ir.Expr, b: ir.Expr, a_rows: list[str], b_batch: list[str], rows: int,
+            K: int, N: int, narrow: bool = False) -> None:
+    """``acc`` = the [BM, BN] tile of ``a @ b`` over K in BK steps, and ``cmask``. ``a_rows``:
+    a's indices but K for the tile's rows; ``b_batch``: b's batch indices."""
     w.line("acc = tl.zeros([BM, BN], dtype=tl.float32)")
     with w.block(f"for k0 in range(0, {K}, BK):"):
         w.line("rk = k0 + tl.arange(0, BK)")
         w.line(f"amask = (rm[:, None] < {rows}) & (rk[None, :] < {K})")
         w.line(f"bmask = (rk[:, None] < {K}) & (rn[None, :] < {N})")
-        av = w.ev(a, [*ridx, "rk[None, :]"], "amask")
-        bv = w.ev(b, ["0"] * len(batch) + ["rk[:, None]", "rn[None, :]"], "bmask")
-        accumulate_dot(w, av, bv)
+        av = w.ev(a, [*a_rows, "rk[None, :]"], "amask")
+        bv = w.ev(b, [*b_batch, "rk[:, None]", "rn[None, :]"], "bmask")
+        accumulate_dot(w, av, bv, narrow=narrow)
     w.line(f"cmask = (rm[:, None] < {rows}) & (rn[None, :] < {N})")
-    lin = w.tmp(f"rm[:, None] * {N} + rn[None, :]", "o")
-    w.store(out, lin, "acc", "cmask", (*batch, M, N))
-    return finish_tiles(w, rows, N, K, 1)
 
 
 def _same_for_every_batch(b: ir.Expr, nbatch: int) -> bool:
