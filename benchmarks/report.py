@@ -300,11 +300,13 @@ def gpu_search_block() -> str | None:
 def gpu_recompute_block() -> str | None:
     """The compiler's default translation against the fused one (``max_window_recompute``), both
     whole-program verdicts of the same search (``benchmarks/recompute_ab.py``)."""
-    rows = []
+    rows, machines = [], set()
     for mode in ("hybrid", "strict"):
         path = RESULTS / "gpu" / f"recompute_ab_{mode}.json"
         if path.exists():
             for r in json.loads(path.read_text())["rows"]:
+                if m := r.get("machine"):
+                    machines.add(f"{m['device_name']}, torch {m['torch']}, triton {m['triton']}")
                 if r["same_translation"]:
                     continue
                 rows.append({"judge": mode, "problem": r["problem"], "translation": r["translation"],
@@ -313,10 +315,7 @@ def gpu_recompute_block() -> str | None:
                              "default_over_fused": _fmt(r.get("default_over_fused"))})
     if not rows:
         return None
-    machines = sorted({f"{m['device_name']}, torch {m['torch']}, triton {m['triton']}"
-                       for path in (RESULTS / "gpu").glob("recompute_ab_*.json")
-                       for m in (r.get("machine") for r in json.loads(path.read_text())["rows"]) if m})
-    return (markdown_table(rows, list(rows[0])) + f"\n\n_{'; '.join(machines)}; each cell is a whole-program "
+    return (markdown_table(rows, list(rows[0])) + f"\n\n_{'; '.join(sorted(machines))}; each cell is a whole-program "
             "verdict of the searches `search_rc_l20` and `search_rc_strict_l20` (commit 051e04e; the "
             "fused translations' verdicts come from the earlier searches' caches), its speedup measured "
             "side by side with eager; `default_over_fused` is the ratio of the two speedups; generated "
