@@ -335,15 +335,21 @@ def test_level20_sample_keeps_the_first_valid_programs_in_index_order(tmp_path):
         script.keep(pool, [log], 2, out)
 
 
-def test_merge_caches_adds_missing_verdicts_and_keeps_existing_ones(tmp_path):
+def _benchmark_script(name: str):
     import importlib.util
-    import sqlite3
     from pathlib import Path
 
-    path = Path(__file__).resolve().parents[1] / "benchmarks" / "merge_caches.py"
-    spec = importlib.util.spec_from_file_location("merge_caches", path)
-    merge_caches = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(merge_caches)
+    path = Path(__file__).resolve().parents[1] / "benchmarks" / f"{name}.py"
+    spec = importlib.util.spec_from_file_location(name, path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_merge_caches_adds_missing_verdicts_and_keeps_existing_ones(tmp_path):
+    import sqlite3
+
+    merge_caches = _benchmark_script("merge_caches")
 
     def cache(name, rows):
         db = sqlite3.connect(tmp_path / name)
@@ -357,3 +363,27 @@ def test_merge_caches_adds_missing_verdicts_and_keeps_existing_ones(tmp_path):
     assert merge_caches.merge(into, [old, str(tmp_path / "missing.sqlite")]) == 1
     rows = dict(sqlite3.connect(into).execute("SELECT key, verdict FROM verdicts").fetchall())
     assert rows == {"a": "new", "b": "old"}
+
+
+def test_recompute_ab_reads_both_translations_from_a_search_cache(tmp_path):
+    """benchmarks/recompute_ab.py finds the default and the fused translation's whole-program
+    verdicts under the search's cache key and gives the ratio of their speedups."""
+    from compiler_cases.harness import program
+    from drtriton.compiler import CompilerConfig, compile_program
+    from drtriton.judge import JudgeConfig, Verdict
+    from drtriton.search.cache import VerdictCache, judging_settings
+
+    ab = _benchmark_script("recompute_ab")
+    source = program("return F.max_pool3d(F.gelu(torch.sigmoid(a) * a), kernel_size=4, stride=1)",
+                     [(1, 2, 9, 9, 9)])
+    record = {"id": "abc", "level": 5, "index": 3, "ops": ["GELU", "MaxPool3d"], "source": source}
+    environment = {"gpu": "G", "torch": "t", "triton": "tr", "preset": "hardened", "mode": "strict"}
+    cache = VerdictCache(str(tmp_path / "c.sqlite"), environment)
+    key = judging_settings(JudgeConfig(preset="hardened", mode="strict", device="cuda")) + "\0" + source
+    for value, speedup in ((CompilerConfig().max_window_recompute, 3.0), (float("inf"), 1.5)):
+        text = compile_program(source, CompilerConfig(mode="strict", device="cuda", max_window_recompute=value))
+        cache.put(key, text, Verdict("correct", runtime_ms=1.0, speedup_eager=speedup))
+    (row,) = ab.ab_rows([record], cache, "strict")
+    assert row["problem"] == "L5-3" and not row["same_translation"]
+    assert (row["default_status"], row["fused_status"]) == ("correct", "correct")
+    assert row["default_over_fused"] == 2.0
