@@ -335,17 +335,6 @@ def test_level20_sample_keeps_the_first_valid_programs_in_index_order(tmp_path):
         script.keep(pool, [log], 2, out)
 
 
-def _benchmark_script(name: str):
-    import importlib.util
-    from pathlib import Path
-
-    path = Path(__file__).resolve().parents[1] / "benchmarks" / f"{name}.py"
-    spec = importlib.util.spec_from_file_location(name, path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
 def test_merge_caches_adds_missing_verdicts_and_keeps_existing_ones(tmp_path):
     import sqlite3
 
