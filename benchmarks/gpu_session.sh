@@ -66,6 +66,18 @@ search_sample() {  # search_sample LEVEL MODE NAME [L20_PROGRAMS]: fragment sear
       --max-fragment-ops "${MAX_OPS:-3}" --search-wall-s "${SEARCH_S:-150}" --timeout-s "${TIMEOUT_S:-150}"
   fi
 }
+pick() {  # pick OUT NAME...: the sampled programs named L<level>-<index> (levels 1, 2, 5 sample
+  # first, then the level-20 sample), in the order named, as a programs file
+  python3 - "$@" <<'PY'
+import json, sys
+rows = {}
+for f in ("benchmarks/programs/synthetic_gpu_heldout.jsonl", "benchmarks/programs/synthetic_gpu_heldout_l20.jsonl"):
+    for line in open(f):
+        r = json.loads(line)
+        rows.setdefault(f"L{r['level']}-{r['index']}", line)
+open(sys.argv[1], "w").writelines(rows[n] for n in sys.argv[2:])
+PY
+}
 preflight() {  # a few judge cases on GPU 0 (~30 s): a broken judge must not spend the call
   CUDA_VISIBLE_DEVICES=0 timeout 120 python3 benchmarks/gpu_judge_check.py --out "$res/preflight" \
       --skip-timing --only legit_add_relu,patch_input_rng,mutate_inputs > "$res/preflight.log" 2>&1
@@ -263,17 +275,8 @@ case $phase in
   compiler_pool)  # the programs of the compiler samples whose pooling kernels changed (window
     # offsets that can never reach the input are not looped over), judged again in both modes:
     # first L5-6, L20-37, L20-0 (part a), then L2-3342, L20-27, L20-26 (part b)
-    python3 - "$res" <<'PY'
-import json, sys
-want = {"a": ["L5-6", "L20-37", "L20-0"], "b": ["L2-3342", "L20-27", "L20-26"]}
-rows = {}
-for f in ("benchmarks/programs/synthetic_gpu_heldout.jsonl", "benchmarks/programs/synthetic_gpu_heldout_l20.jsonl"):
-    for line in open(f):
-        r = json.loads(line)
-        rows.setdefault(f"L{r['level']}-{r['index']}", line)
-for part, names in want.items():
-    open(f"{sys.argv[1]}/pool_{part}.jsonl", "w").writelines(rows[n] for n in names)
-PY
+    pick "$res/pool_a.jsonl" L5-6 L20-37 L20-0
+    pick "$res/pool_b.jsonl" L2-3342 L20-27 L20-26
     for g in 0 1; do
       mode=$([ $g = 0 ] && echo strict || echo hybrid)
       (export CUDA_VISIBLE_DEVICES=$g; start=$SECONDS
