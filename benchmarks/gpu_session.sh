@@ -23,6 +23,7 @@
 #   bash benchmarks/gpu_session.sh profile_slow # per-kernel times, strict: level-20 sample (GPU 0) | level 5 (GPU 1)
 #   bash benchmarks/gpu_session.sh compiler_matmul # strict L20 rows whose matmuls changed (folded batch, narrow tiles): line 3 (GPU 0) | lines 2, 5 (GPU 1)
 #   bash benchmarks/gpu_session.sh compiler_pool # the sampled programs whose pools changed (reachable window offsets): strict (GPU 0) | hybrid (GPU 1)
+#   bash benchmarks/gpu_session.sh compiler_layout # the sampled programs whose reductions/scans now tile along the innermost dim longer than 1: strict (GPU 0) | hybrid (GPU 1)
 #   bash benchmarks/gpu_session.sh search_strict_split # strict L5 search resumed, then strict L20 lines 2, 4 (GPU 0) | lines 1, 3, 5, 6 (GPU 1)
 # Needs: torch, triton, transformers (there), OR-Tools wheels in .whl/ (carried) for the synthesis
 # filters that the benchmark re-runs on the GPU. Pass DRTRITON_COMMIT=<your HEAD's short hash>
@@ -285,6 +286,21 @@ case $phase in
        [ "$budget" -gt 30 ] && bench_file "$res/pool_b.jsonl" compiler_pool_${mode}_b --levels 2,20 --num 8 \
            --mode $mode --timeout-s "${TIMEOUT_S:-150}") &
     done
+    wait ;;
+  compiler_layout)  # the programs of the compiler samples whose reductions or scans changed layout
+    # (tiles along the innermost dim longer than 1), judged again in both modes, the cheap ones first
+    python3 - "$res" <<'PY'
+import json, sys
+want = ["L20-0", "L5-3", "L5-7", "L20-22", "L20-27", "L20-37", "L20-26"]
+rows = {}
+for f in ("benchmarks/programs/synthetic_gpu_heldout.jsonl", "benchmarks/programs/synthetic_gpu_heldout_l20.jsonl"):
+    for line in open(f):
+        r = json.loads(line)
+        rows.setdefault(f"L{r['level']}-{r['index']}", line)
+open(f"{sys.argv[1]}/layout.jsonl", "w").writelines(rows[n] for n in want)
+PY
+    (CUDA_VISIBLE_DEVICES=0 bench_file "$res/layout.jsonl" compiler_layout_strict --levels 20,5 --num 8 --mode strict --timeout-s "${TIMEOUT_S:-150}") &
+    (CUDA_VISIBLE_DEVICES=1 bench_file "$res/layout.jsonl" compiler_layout_hybrid --levels 20,5 --num 8 --mode hybrid --timeout-s "${TIMEOUT_S:-150}") &
     wait ;;
   hybrid)
     bench hybrid --levels 1,2,5,20 --mode hybrid ;;

@@ -81,6 +81,30 @@ def test_gpu_column_reductions_split_into_chunks(body, monkeypatch):
         torch.testing.assert_close(g, w, atol=1e-4, rtol=1e-4)
 
 
+@pytest.mark.parametrize("pick", [0, -1])
+@pytest.mark.parametrize(("body", "shape"), [
+    ("torch.norm(a, p=2, dim=1, keepdim=True)", (3, 70, 9, 1)),  # trailing size-1 dim
+    ("torch.softmax(a, dim=0)", (300, 5, 1)),
+    ("torch.cumsum(a, dim=0) + 1", (90, 3, 1, 1, 2)),
+    ("torch.cummax(a, dim=1).values", (2, 70, 6)),
+])
+def test_gpu_tiles_run_along_the_innermost_dim_longer_than_1(body, shape, pick, monkeypatch):
+    # Reductions and scans over a dim other than the innermost one longer than 1 take tiles of
+    # many rows by a short stretch, coalesced along the rows: a trailing size-1 dim made a norm
+    # read [1, 8192] tiles at a stride of 149 floats (3.9 ms on an H200), and a cumsum over dim 0
+    # read [4, 1024] tiles at a stride of 13,388 floats (4.9 ms).
+    from compiler_cases.harness import program
+
+    src = program(f"return {body}", [shape])
+    candidate = compile_program(src, CompilerConfig(device="cuda"))
+    assert "tl.arange(0, 64)" in candidate  # the short stretch: COLUMN_BR reduced elements
+    monkeypatch.setattr(triton, "autotune", _fixed_autotune(pick))
+    want, got = run_pair(src, candidate)
+    for w, g in zip(want, got, strict=True):
+        assert w.shape == g.shape
+        torch.testing.assert_close(g, w, atol=1e-4, rtol=1e-4)
+
+
 ROW_SPLIT_BODIES = [
     ("torch.sum(a)", (3, 5000)),
     ("torch.mean(a, dim=-1) * 2", (2, 9000)),

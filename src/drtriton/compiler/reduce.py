@@ -14,6 +14,7 @@ import torch
 
 from drtriton.compiler import ir, kernels
 from drtriton.compiler.config import Unsupported
+from drtriton.compiler.kernels.rows import innermost_dim
 
 SPLITTABLE = ("sum", "mean", "amax", "amin")  # chunk results combine exactly
 SPLIT_TARGET_ELEMS = 1 << 16  # kept elements x chunks a split column reduction aims for
@@ -78,7 +79,7 @@ class Reductions:
         if not self.blocks.tune or kind not in SPLITTABLE or len(dims) != 1:
             return 0
         d = dims[0]
-        if d == len(shape) - 1 or shape[-1] == 1:
+        if d == innermost_dim(shape):
             return 0
         n = shape[d]
         want = -(-SPLIT_TARGET_ELEMS // (ir.numel(shape) // n))
@@ -102,7 +103,7 @@ class Reductions:
         """How many chunks each row of a GPU row reduction with few, long rows is cut into."""
         if not self.blocks.tune or kind not in ROW_SPLITTABLE or not shape:
             return 0
-        if (len(shape) - 1) not in dims and shape[-1] != 1:
+        if innermost_dim(shape) not in dims:
             return 0  # a column reduction: _split_factor's case
         length = ir.numel(tuple(shape[d] for d in dims))
         rows = ir.numel(shape) // max(length, 1)
