@@ -289,16 +289,7 @@ case $phase in
     wait ;;
   compiler_layout)  # the programs of the compiler samples whose reductions or scans changed layout
     # (tiles along the innermost dim longer than 1), judged again in both modes, the cheap ones first
-    python3 - "$res" <<'PY'
-import json, sys
-want = ["L20-0", "L5-3", "L5-7", "L20-22", "L20-27", "L20-37", "L20-26"]
-rows = {}
-for f in ("benchmarks/programs/synthetic_gpu_heldout.jsonl", "benchmarks/programs/synthetic_gpu_heldout_l20.jsonl"):
-    for line in open(f):
-        r = json.loads(line)
-        rows.setdefault(f"L{r['level']}-{r['index']}", line)
-open(f"{sys.argv[1]}/layout.jsonl", "w").writelines(rows[n] for n in want)
-PY
+    pick "$res/layout.jsonl" L20-0 L5-3 L5-7 L20-22 L20-27 L20-37 L20-26
     (CUDA_VISIBLE_DEVICES=0 bench_file "$res/layout.jsonl" compiler_layout_strict --levels 20,5 --num 8 --mode strict --timeout-s "${TIMEOUT_S:-150}") &
     (CUDA_VISIBLE_DEVICES=1 bench_file "$res/layout.jsonl" compiler_layout_hybrid --levels 20,5 --num 8 --mode hybrid --timeout-s "${TIMEOUT_S:-150}") &
     wait ;;
