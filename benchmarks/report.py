@@ -227,9 +227,11 @@ def gpu_compiler_block() -> str | None:
 
 
 def _env_text(rows: list[dict]) -> str:
-    """The machines, versions and dates the rows were measured on, then their commits."""
-    envs = sorted({f"{e['device']}, torch {e['torch']}, triton {e['triton']}, {e['date']}"
-                   for e in (r["env"] for r in rows if "env" in r)})
+    """The machines and versions the rows were measured on with their dates, then their commits."""
+    dates: dict[str, set[str]] = {}
+    for e in (r["env"] for r in rows if "env" in r):
+        dates.setdefault(f"{e['device']}, torch {e['torch']}, triton {e['triton']}", set()).add(e["date"])
+    envs = [f"{m}, {min(d)}" + (f" to {max(d)}" if len(d) > 1 else "") for m, d in sorted(dates.items())]
     commits = sorted({r["env"]["commit"] for r in rows if "env" in r})
     return "; ".join(envs) + (f" (commits {', '.join(commits)})" if commits else "")
 

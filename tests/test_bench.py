@@ -313,6 +313,16 @@ def test_search_table_notes_only_failures_and_outlying_speedups():
     assert report._search_note(failed, notes) == "unused_input"
 
 
+def test_gpu_table_footer_names_each_machine_once_with_its_date_range():
+    """benchmarks/report.py: rows of one machine and versions measured on several dates give one
+    entry with the first and last date (it listed the machine again for every date)."""
+    report = _benchmark_script("report")
+    env = {"device": "H200", "torch": "2.11", "triton": "3.6", "commit": "abc"}
+    rows = [{"env": env | {"date": d}} for d in ("2026-11-30", "2026-12-01", "2026-11-29")]
+    assert report._env_text(rows) == "H200, torch 2.11, triton 3.6, 2026-11-29 to 2026-12-01 (commits abc)"
+    assert report._env_text(rows[:1]) == "H200, torch 2.11, triton 3.6, 2026-11-30 (commits abc)"
+
+
 def test_level20_sample_keeps_the_first_valid_programs_in_index_order(tmp_path):
     """benchmarks/gpu_filter.py keep: the first N programs whose GPU filter passed, in pool order,
     and no sample while a program before the last one kept is still unchecked."""
