@@ -24,6 +24,7 @@
 #   bash benchmarks/gpu_session.sh compiler_matmul # strict L20 rows whose matmuls changed (folded batch, narrow tiles): line 3 (GPU 0) | lines 2, 5 (GPU 1)
 #   bash benchmarks/gpu_session.sh compiler_pool # the sampled programs whose pools changed (reachable window offsets): strict (GPU 0) | hybrid (GPU 1)
 #   bash benchmarks/gpu_session.sh compiler_layout # the sampled programs whose reductions/scans now tile along the innermost dim longer than 1: strict (GPU 0) | hybrid (GPU 1)
+#   bash benchmarks/gpu_session.sh compiler_scatter # strict transposed convolutions as one GEMM over the input: strict rows (GPU 0) | L2-972 hybrid, per-kernel profile (GPU 1)
 #   bash benchmarks/gpu_session.sh search_strict_split # strict L5 search resumed, then strict L20 lines 2, 4 (GPU 0) | lines 1, 3, 5, 6 (GPU 1)
 # Needs: torch, triton, transformers (there), OR-Tools wheels in .whl/ (carried) for the synthesis
 # filters that the benchmark re-runs on the GPU. Pass DRTRITON_COMMIT=<your HEAD's short hash>
@@ -292,6 +293,21 @@ case $phase in
     pick "$res/layout.jsonl" L20-0 L5-3 L5-7 L20-22 L20-27 L20-37 L20-26
     (CUDA_VISIBLE_DEVICES=0 bench_file "$res/layout.jsonl" compiler_layout_strict --levels 20,5 --num 8 --mode strict --timeout-s "${TIMEOUT_S:-150}") &
     (CUDA_VISIBLE_DEVICES=1 bench_file "$res/layout.jsonl" compiler_layout_hybrid --levels 20,5 --num 8 --mode hybrid --timeout-s "${TIMEOUT_S:-150}") &
+    wait ;;
+  compiler_scatter)  # the programs whose strict transposed convolutions became one GEMM over the
+    # input (taps never meet), judged again: strict (GPU 0) | L2-972 hybrid (its hybrid translation
+    # has the same convolution kernel), then per-kernel times of the strict ones (GPU 1)
+    pick "$res/scatter.jsonl" L5-7 L5-1 L2-972 L5-2 L20-26
+    pick "$res/scatter_h.jsonl" L2-972
+    (CUDA_VISIBLE_DEVICES=0 bench_file "$res/scatter.jsonl" compiler_scatter_strict --levels 2,5,20 --num 8 \
+        --mode strict --timeout-s "${TIMEOUT_S:-150}") &
+    (export CUDA_VISIBLE_DEVICES=1; start=$SECONDS
+     bench_file "$res/scatter_h.jsonl" compiler_scatter_hybrid --levels 2 --num 8 --mode hybrid \
+         --timeout-s "${TIMEOUT_S:-150}"
+     budget=$((budget - (SECONDS - start)))
+     [ "$budget" -gt 60 ] && timeout "$budget" python3 benchmarks/gpu_profile.py --mode strict \
+         --programs "$res/scatter.jsonl" --levels 2,5,20 --budget-s $((budget - 30)) \
+         --out "$res/profile_scatter" > "$res/profile_scatter.log" 2>&1) &
     wait ;;
   hybrid)
     bench hybrid --levels 1,2,5,20 --mode hybrid ;;

@@ -23,13 +23,14 @@ class Model(nn.Module):
         super().__init__()
 
     def forward(self, x0, w0, w1, a, b):
-        t0 = F.conv_transpose1d(x0, w0, stride=3, groups=2)  # 12 output channels per group
-        t1 = F.conv2d(t0.reshape(2, 24, 3, 9), w1)  # 4 output channels
+        # 12 output channels per group; taps 3 apart meet at stride 3, so it runs by output phase
+        t0 = F.conv_transpose1d(x0, w0, stride=3, groups=2)
+        t1 = F.conv2d(t0.reshape(2, 24, 4, 7), w1)  # 4 output channels
         return t1, torch.bmm(a, b)
 
 
 def get_inputs():
-    return [torch.randn(2, 64, 9), torch.randn(64, 12, 3), torch.randn(4, 24, 3, 3),
+    return [torch.randn(2, 64, 9), torch.randn(64, 12, 4), torch.randn(4, 24, 3, 3),
             torch.randn(3, 40, 48), torch.randn(3, 48, 24)]
 
 
@@ -66,3 +67,17 @@ def test_the_check_catches_the_rewritten_broadcast_sum(tmp_path):
     assert old != candidate
     found = _dots(old, tmp_path)
     assert any("tf32" in line for per_kernel in found.values() for line in per_kernel)
+
+
+def test_gpu_emission_of_a_transposed_convolution_whose_taps_never_meet_compiles(tmp_path):
+    """The one-GEMM form and its fill kernel (tl.static_range, a broadcast index of a one-row
+    input) compile for sm_90, with an ieee dot."""
+    src = PROGRAM.replace(
+        "        return t1, torch.bmm(a, b)",
+        "        return torch.exp(F.conv_transpose3d(a.reshape(1, 120, 48, 1, 1)[:, :, :1],"
+        " b.reshape(-1)[:2880].reshape(120, 2, 3, 2, 2), stride=9, dilation=5))")
+    candidate = compile_program(src, CompilerConfig(mode="strict", device="cuda"))
+    assert "_fill" in candidate and "tl.broadcast_to(" in candidate
+    found = _dots(candidate, tmp_path)
+    lines = [line for name, per_kernel in found.items() if "conv_transpose3d" in name for line in per_kernel]
+    assert lines and all("ieee" in line or "inputPrecision" not in line for line in lines), found

@@ -246,21 +246,25 @@ class Lowering(Reductions):
         w = kernels.Writer("KERNEL_NAME", doc, self.blocks)
         w.epilogue = p.epi
         k = p.make(w, buf)
-        if self._wide():
-            # past 2**31 elements int32 index arithmetic wraps: start it in int64
-            k.source = re.sub(r"tl\.program_id\((\d)\)", r"tl.program_id(\1).to(tl.int64)", k.source)
-        for b in k.buffers:
+        launched = [k.fill, k] if k.fill is not None else [k]
+        for b in dict.fromkeys(b for kk in launched for b in kk.buffers):
             if b != buf:
                 self.flush(b)
         # name kernels in launch order, after their producers
         words = [x.split(".")[-1].strip("()").lower() for x in p.labels][:3] or ["copy"]
         k.name = f"k{len(self.prog.kernels)}_" + "_".join(words)
-        k.source = k.source.replace("KERNEL_NAME", k.name)
+        if k.fill is not None:
+            k.fill.name = k.name + "_fill"
         shape, dtype = self.shapes[buf]
         self.prog.body.append(
             f"{buf} = torch.empty({shape!r}, device=dev, dtype={dtype})")
-        self.prog.body.append(k.launch())
-        self.prog.kernels.append(k)
+        for kk in launched:
+            kk.source = kk.source.replace("KERNEL_NAME", k.name)
+            if self._wide():
+                # past 2**31 elements int32 index arithmetic wraps: start it in int64
+                kk.source = re.sub(r"tl\.program_id\((\d)\)", r"tl.program_id(\1).to(tl.int64)", kk.source)
+            self.prog.body.append(kk.launch())
+            self.prog.kernels.append(kk)
         self.emitted.add(buf)
 
     def flush_expr(self, *exprs: ir.Expr) -> None:

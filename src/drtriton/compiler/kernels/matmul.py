@@ -31,15 +31,33 @@ def _mm_tune(M: int, N: int, K: int) -> list[str]:
     return out or [tune_config({"BM": 32, "BN": 32, "BK": 32}, 4)]
 
 
-def finish_tiles(w: Writer, M: int, N: int, K: int, grid_z: int, loop_k: int | None = None) -> Kernel:
+def finish_tiles(w: Writer, M: int, N: int, K: int, grid_z: int, loop_k: int | None = None,
+                 flat: bool = False) -> Kernel:
     """Launch over (M / BM, N / BN, grid_z) tiles: autotuned on CUDA, fixed in the interpreter.
-    ``loop_k``: the length the BK loop runs over, where it is not the whole reduction K."""
+    ``loop_k``: the length the BK loop runs over, where it is not the whole reduction K. ``flat``:
+    the (M, N) tiles all on axis 0 (see :func:`flat_tile_ids`)."""
     if w.blocks.tune:
-        grid = f'lambda META: (triton.cdiv({M}, META["BM"]), triton.cdiv({N}, META["BN"]), {grid_z})'
-        return w.finish(grid, {}, M * N * K, _mm_tune(M, N, K))
+        return w.finish(_tile_grid(M, N, grid_z, flat), {}, M * N * K, _mm_tune(M, N, K))
     bm, bn, bk = _mm_consts(w, M, N, loop_k or K)
-    return w.finish(f"({-(-M // bm)}, {-(-N // bn)}, {grid_z})", {"BM": bm, "BN": bn, "BK": bk},
-                    M * N * K, None)
+    return w.finish(_tile_grid(M, N, grid_z, flat, bm, bn), {"BM": bm, "BN": bn, "BK": bk}, M * N * K, None)
+
+
+def _tile_grid(M: int, N: int, grid_z: int, flat: bool, bm: int = 0, bn: int = 0) -> str:
+    """The launch grid of (M / BM, N / BN) tiles; a side without a fixed block is tuned (META)."""
+    tm = str(-(-M // bm)) if bm else f'triton.cdiv({M}, META["BM"])'
+    tn = str(-(-N // bn)) if bn else f'triton.cdiv({N}, META["BN"])'
+    if bm and bn:
+        return f"({-(-M // bm) * -(-N // bn)}, 1, {grid_z})" if flat else f"({tm}, {tn}, {grid_z})"
+    return f"lambda META: ({tm} * {tn}, 1, {grid_z})" if flat else f"lambda META: ({tm}, {tn}, {grid_z})"
+
+
+def flat_tile_ids(w: Writer, M: int) -> None:
+    """``rm``/``rn`` of a tile launched on axis 0 alone: CUDA caps axis 1 at 65535 tiles, fewer than
+    the columns of a transposed convolution's (output channel, tap) product can need. Row tiles
+    vary fastest, so neighbouring programs share their columns' weights."""
+    w.line(f"tiles_m = tl.cdiv({M}, BM)")
+    w.line("rm = (tl.program_id(0) % tiles_m) * BM + tl.arange(0, BM)")
+    w.line("rn = (tl.program_id(0) // tiles_m) * BN + tl.arange(0, BN)")
 
 
 def accumulate_dot(w: Writer, av: str, bv: str, narrow: bool = False) -> None:
@@ -66,7 +84,7 @@ def narrow_width(cols: int) -> int | None:
 
 
 def finish_narrow(w: Writer, M: int, N: int, K: int, grid_z: int, loop_k: int,
-                  bks: tuple[int, ...] = (16, 32, 64)) -> Kernel:
+                  bks: tuple[int, ...] = (16, 32, 64), flat: bool = False) -> Kernel:
     """Tile grid for :func:`accumulate_dot` with ``narrow``: BN fixed, (BM, BK) tuned over
     ``bks``; BM no taller than M needs, so a short M takes longer K steps instead."""
     bn = narrow_width(N)
@@ -75,11 +93,9 @@ def finish_narrow(w: Writer, M: int, N: int, K: int, grid_z: int, loop_k: int,
     shapes = list(dict.fromkeys(shapes)) or [(16, 16)]
     if w.blocks.tune:
         configs = [tune_config({"BM": bm, "BN": bn, "BK": bk}, 4) for bm, bk in shapes]
-        grid = f'lambda META: (triton.cdiv({M}, META["BM"]), {-(-N // bn)}, {grid_z})'
-        return w.finish(grid, {}, M * N * K, configs)
+        return w.finish(_tile_grid(M, N, grid_z, flat, bn=bn), {}, M * N * K, configs)
     bm, bk = max(16, min(32, next_pow2(M))), max(16, min(32, next_pow2(loop_k)))
-    return w.finish(f"({-(-M // bm)}, {-(-N // bn)}, {grid_z})", {"BM": bm, "BN": bn, "BK": bk},
-                    M * N * K, None)
+    return w.finish(_tile_grid(M, N, grid_z, flat, bm, bn), {"BM": bm, "BN": bn, "BK": bk}, M * N * K, None)
 
 
 SKINNY_MAX_K = 32  # reductions up to this length unroll in the skinny-matmul kernel

@@ -1,4 +1,5 @@
-"""Convolutions (implicit GEMM; strided transposed ones by output phase) and pooling."""
+"""Convolutions (implicit GEMM; strided transposed ones over the input when no two taps meet,
+else by output phase) and pooling."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ from drtriton.compiler.kernels.matmul import (
     accumulate_dot,
     finish_narrow,
     finish_tiles,
+    flat_tile_ids,
     narrow_width,
 )
 from drtriton.compiler.kernels.writer import Kernel, Writer, finish_1d, next_pow2
@@ -41,6 +43,9 @@ def conv(w: Writer, x: ir.Expr, wt: ir.Expr, spec: ConvSpec, out: str) -> Kernel
     goes to :func:`conv_transpose_phased`, which does not multiply the masked-out taps.
     """
     groups_by_phases = spec.groups * ir.numel(spec.stride)
+    if spec.transposed and max(spec.stride) > 1 and taps_never_meet(spec, x.shape[2:], wt.shape[2:]) \
+            and spec.groups <= writer.MAX_GRID_Z:
+        return conv_transpose_scatter(w, x, wt, spec, out)
     if spec.transposed and max(spec.stride) > 1 and groups_by_phases <= writer.MAX_GRID_Z:
         return conv_transpose_phased(w, x, wt, spec, out)
     nb, cin, *ins = x.shape
@@ -162,6 +167,93 @@ def conv_transpose_phased(w: Writer, x: ir.Expr, wt: ir.Expr, spec: ConvSpec, ou
     if narrow_width(ocg):
         return finish_narrow(w, rows, ocg, cg * taps, G * phases, loop_k=cg)
     return finish_tiles(w, rows, ocg, cg * taps, G * phases, loop_k=cg)
+
+
+def taps_never_meet(spec: ConvSpec, ins: ir.Shape, ksz: ir.Shape) -> bool:
+    """Whether each output of a transposed convolution receives at most one (input, tap) pair per
+    dim: taps k1 != k2 meet at one output iff (k2 - k1) * d is a multiple of s smaller than the
+    input's extent (i1 - i2 = (k2 - k1) * d / s)."""
+    return all(dk * d % s or dk * d // s >= n
+               for n, k, s, d in zip(ins, ksz, spec.stride, spec.dilation, strict=True)
+               for dk in range(1, k))
+
+
+def conv_transpose_scatter(w: Writer, x: ir.Expr, wt: ir.Expr, spec: ConvSpec, out: str) -> Kernel:
+    """Transposed convolution whose taps never meet (:func:`taps_never_meet`), as one GEMM over the
+    input per group: rows (n, i...), columns (output channel, tap...), reduction over the group's
+    input channels. Element (i, k) goes to output o = i*s - p + k*d, which nothing else writes;
+    a fill kernel launched first writes the outputs that no (i, k) reaches.
+
+    Both operands are read along their contiguous dims: the weight (C_in, OC/G, *k) along
+    (channel, tap), the input along i. The per-phase gather read the weight one tap at a time, at
+    a stride of all taps: a ConvTranspose3d of a 1 x 1 x 1 input to 3608 channels of 616 taps
+    took 26 ms on an H200 against cuDNN's 1.35 ms.
+    """
+    nb, cin, *ins = x.shape
+    _, oc, *outs = spec.out_shape
+    G, ksz = spec.groups, tuple(wt.shape[2:])
+    cg, ocg = cin // G, oc // G
+    M, ncols, P = nb * ir.numel(tuple(ins)), ocg * ir.numel(ksz), ir.numel(tuple(outs))
+    w.constexprs = ["BM", "BN", "BK"]
+    flat_tile_ids(w, M)
+    w.line("g = tl.program_id(2)")
+    row_idx = [_side(i, "[:, None]") for i in w.delinearize("rm", (nb, *ins))]
+    col_idx = [_side(i, "[None, :]") for i in w.delinearize("rn", (ocg, *ksz))]
+    w.line("acc = tl.zeros([BM, BN], dtype=tl.float32)")
+    with w.block(f"for c0 in range(0, {cg}, BK):"):
+        w.line("rk = c0 + tl.arange(0, BK)")
+        w.line(f"ci = g * {cg} + rk")
+        w.line(f"amask = (rm[:, None] < {M}) & (rk[None, :] < {cg})")
+        av = w.ev(x, [row_idx[0], "ci[None, :]", *row_idx[1:]], "amask")
+        w.line(f"bmask = (rk[:, None] < {cg}) & (rn[None, :] < {ncols})")
+        bv = w.ev(wt, ["ci[:, None]", *col_idx], "bmask")
+        accumulate_dot(w, av, bv, narrow=narrow_width(ncols) is not None)
+    valid = [f"(rm[:, None] < {M})", f"(rn[None, :] < {ncols})"]
+    spatial = []
+    for j, (i, k) in enumerate(zip(row_idx[1:], col_idx[1:], strict=True)):
+        o = w.tmp(f"{i} * {spec.stride[j]} - {spec.padding[j]} + {k} * {spec.dilation[j]}", "op")
+        valid.append(f"({o} >= 0) & ({o} < {outs[j]})")
+        spatial.append(f"{o} * {ir.contiguous_strides(tuple(outs))[j]}")
+    w.line(f"cmask = {' & '.join(valid)}")
+    lin = f"{row_idx[0]} * {oc * P} + (g * {ocg} + {col_idx[0]}) * {P} + {' + '.join(spatial)}"
+    if all(i == "0" for i in row_idx) or all(k == "0" for k in col_idx):
+        lin = f"tl.broadcast_to({lin}, (BM, BN))"  # a side of one row or one column: no tile index
+    lin = w.tmp(lin, "o")
+    w.store(out, lin, "acc", "cmask", spec.out_shape)
+    if narrow_width(ncols):
+        kernel = finish_narrow(w, M, ncols, cg, G, loop_k=cg, flat=True)
+    else:
+        kernel = finish_tiles(w, M, ncols, cg, G, flat=True)
+    kernel.fill = _unreached_fill(Writer(w.name + "_fill", "Outputs no input reaches.", w.blocks), w,
+                                  spec, ins, ksz, out)
+    return kernel
+
+
+def _side(index: str, axis: str) -> str:
+    """``index`` broadcast along one side of a 2-D tile (a size-1 dim's "0" stays a scalar)."""
+    return index + axis if index != "0" else "0"
+
+
+def _unreached_fill(w: Writer, tiles: Writer, spec: ConvSpec, ins, ksz, out: str) -> Kernel:
+    """The outputs of :func:`conv_transpose_scatter` that no (input, tap) pair reaches, written as
+    zero through the fused epilogue (which may map 0 to anything)."""
+    w.epilogue = tiles.epilogue
+    shape = spec.out_shape
+    n = ir.numel(shape)
+    w.constexprs = ["BLOCK"]
+    w.line("offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)")
+    oidx = w.delinearize("offs", shape)
+    reached = []
+    for j, (o, n_in, k) in enumerate(zip(oidx[2:], ins, ksz, strict=True)):
+        s, p, d = spec.stride[j], spec.padding[j], spec.dilation[j]
+        hit = w.tmp("tl.zeros([BLOCK], dtype=tl.int1)", "hit")
+        with w.block(f"for k in tl.static_range({k}):"):
+            w.line(f"t = {o} + {p} - k * {d}")
+            w.line(f"{hit} = {hit} | ((t >= 0) & (t % {s} == 0) & (t < {s * n_in}))")
+        reached.append(hit)
+    w.line(f"fmask = (offs < N) & (({' & '.join(reached)}) == 0)")
+    w.store(out, "offs", "tl.zeros([BLOCK], dtype=tl.float32)", "fmask", shape)
+    return finish_1d(w, n, "BLOCK", [(512, 4), (1024, 4), (2048, 8)], n, min(1024, next_pow2(n)))
 
 
 def pool(w: Writer, kind: str, x: ir.Expr, ksz, stride, padding, dilation, out_shape, out) -> Kernel:

@@ -81,6 +81,9 @@ class Kernel:
     work: int = 1  # total work, passed as the runtime argument N (autotune key)
     helpers: set[str] = field(default_factory=set)
     warps: int | None = None  # num_warps of a fixed (not autotuned) CUDA launch
+    # launched just before this one into the same output: writes the elements this kernel skips
+    # (a transposed convolution's outputs that no input reaches); its name is this one's + "_fill"
+    fill: Kernel | None = None
 
     def launch(self) -> str:
         args = ", ".join([*self.buffers, str(self.work)])
