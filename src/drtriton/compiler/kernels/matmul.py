@@ -47,7 +47,7 @@ def _tile_grid(M: int, N: int, grid_z: int, flat: bool, bm: int = 0, bn: int = 0
     tm = str(-(-M // bm)) if bm else f'triton.cdiv({M}, META["BM"])'
     tn = str(-(-N // bn)) if bn else f'triton.cdiv({N}, META["BN"])'
     if bm and bn:
-        return f"({-(-M // bm) * -(-N // bn)}, 1, {grid_z})" if flat else f"({tm}, {tn}, {grid_z})"
+        return f"({int(tm) * int(tn)}, 1, {grid_z})" if flat else f"({tm}, {tn}, {grid_z})"
     return f"lambda META: ({tm} * {tn}, 1, {grid_z})" if flat else f"lambda META: ({tm}, {tn}, {grid_z})"
 
 

@@ -224,8 +224,7 @@ def conv_transpose_scatter(w: Writer, x: ir.Expr, wt: ir.Expr, spec: ConvSpec, o
         kernel = finish_narrow(w, M, ncols, cg, G, loop_k=cg, flat=True)
     else:
         kernel = finish_tiles(w, M, ncols, cg, G, flat=True)
-    kernel.fill = _unreached_fill(Writer(w.name + "_fill", "Outputs no input reaches.", w.blocks), w,
-                                  spec, ins, ksz, out)
+    kernel.fill = _unreached_fill(w, spec, ins, ksz, out)
     return kernel
 
 
@@ -234,9 +233,10 @@ def _side(index: str, axis: str) -> str:
     return index + axis if index != "0" else "0"
 
 
-def _unreached_fill(w: Writer, tiles: Writer, spec: ConvSpec, ins, ksz, out: str) -> Kernel:
-    """The outputs of :func:`conv_transpose_scatter` that no (input, tap) pair reaches, written as
-    zero through the fused epilogue (which may map 0 to anything)."""
+def _unreached_fill(tiles: Writer, spec: ConvSpec, ins, ksz, out: str) -> Kernel:
+    """The outputs of :func:`conv_transpose_scatter` (written by ``tiles``) that no (input, tap)
+    pair reaches, written as zero through the fused epilogue (which may map 0 to anything)."""
+    w = Writer(tiles.name + "_fill", "Outputs no input reaches.", tiles.blocks)
     w.epilogue = tiles.epilogue
     shape = spec.out_shape
     n = ir.numel(shape)
