@@ -39,15 +39,15 @@ def conv(w: Writer, x: ir.Expr, wt: ir.Expr, spec: ConvSpec, out: str) -> Kernel
 
     Rows are output positions (n, o...), columns output channels of the group, the reduction runs
     over (input channel, kernel offset). Transposed convolution gathers: output o receives input
-    i = (o + p - k*d) / s where that division is exact and in range; with a stride above 1 it
-    goes to :func:`conv_transpose_phased`, which does not multiply the masked-out taps.
+    i = (o + p - k*d) / s where that division is exact and in range. With a stride above 1 it
+    goes to :func:`conv_transpose_scatter` where taps never meet, else to
+    :func:`conv_transpose_phased`; neither multiplies the masked-out taps.
     """
-    groups_by_phases = spec.groups * ir.numel(spec.stride)
-    if spec.transposed and max(spec.stride) > 1 and taps_never_meet(spec, x.shape[2:], wt.shape[2:]) \
-            and spec.groups <= writer.MAX_GRID_Z:
-        return conv_transpose_scatter(w, x, wt, spec, out)
-    if spec.transposed and max(spec.stride) > 1 and groups_by_phases <= writer.MAX_GRID_Z:
-        return conv_transpose_phased(w, x, wt, spec, out)
+    if spec.transposed and max(spec.stride) > 1:
+        if taps_never_meet(spec, x.shape[2:], wt.shape[2:]) and spec.groups <= writer.MAX_GRID_Z:
+            return conv_transpose_scatter(w, x, wt, spec, out)
+        if spec.groups * ir.numel(spec.stride) <= writer.MAX_GRID_Z:
+            return conv_transpose_phased(w, x, wt, spec, out)
     nb, cin, *ins = x.shape
     _, oc, *outs = spec.out_shape
     G = spec.groups
