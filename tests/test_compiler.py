@@ -274,26 +274,57 @@ def test_strided_transposed_convolution_runs_one_phase_per_program(call, shapes)
 
 
 @pytest.mark.parametrize(
-    "call, shapes",
+    "call, shapes, fill",
     [
         # taps 8 apart at stride 7 never meet: the shape of the H200's 0.07x row, small, grouped
         ("F.conv_transpose2d(a, b, stride=7, padding=4, output_padding=6, dilation=8, groups=3)",
-         [(2, 6, 5, 1), (6, 1, 3, 5)]),
-        # a 1 x 1 x 1 input (the 0.05x row): one tap per output, most outputs reached by none
+         [(2, 6, 5, 1), (6, 1, 3, 5)], True),
+        # a 1 x 1 x 1 input (the 0.05x row): one tap per output, most outputs reached by none; 20
+        # output channels of 24 taps are one row of 480 columns (the matrix-vector form)
         ("F.conv_transpose3d(a, b, stride=9, padding=2, output_padding=5, dilation=5)",
-         [(1, 5, 1, 1, 1), (5, 20, 3, 4, 2)]),
-        ("F.conv_transpose1d(a, b, stride=3, padding=1)", [(2, 4, 6), (4, 18, 2)]),  # k < s: tl.dot
-        ("F.conv_transpose1d(a, b, stride=2, padding=3, dilation=3)", [(3, 2, 4), (2, 1, 2)]),  # cropped
+         [(1, 5, 1, 1, 1), (5, 20, 3, 4, 2)], True),
+        ("F.conv_transpose1d(a, b, stride=3, padding=1)", [(2, 4, 6), (4, 18, 2)], True),  # k < s: tl.dot
+        # one input channel: the weight's index is the tile's column index alone
+        ("F.conv_transpose2d(a, b, stride=4)", [(2, 1, 3, 2), (1, 3, 2, 3)], True),
+        # cropped to positions 0..3, which taps 0 and 1 of inputs 0..3 all reach: no fill kernel
+        ("F.conv_transpose1d(a, b, stride=2, padding=3, dilation=3)", [(3, 2, 4), (2, 1, 2)], False),
     ],
-    ids=["2d-s7-dil8-g3", "3d-1x1x1", "1d-dot", "1d-cropped"],
+    ids=["2d-s7-dil8-g3", "3d-1x1x1", "1d-dot", "2d-one-channel", "1d-cropped"],
 )
-def test_transposed_convolution_whose_taps_never_meet_is_one_gemm_over_the_input(call, shapes):
+def test_transposed_convolution_whose_taps_never_meet_is_one_gemm_over_the_input(call, shapes, fill):
     # Regression (H200): per-phase gathers read the weight one tap at a time at a stride of all its
     # taps (a ConvTranspose3d of a 1 x 1 x 1 input: 26 ms against cuDNN's 1.35 ms). The epilogue
     # maps 0 to 1, so the outputs no input reaches must go through it too (the fill kernel).
     candidate = check(program(f"return torch.exp({call})", shapes))
-    assert "phase = " not in candidate and "_fill(" in candidate
-    assert candidate.count("@triton.jit") == 2
+    assert "phase = " not in candidate and ("_fill(" in candidate) is fill
+    assert candidate.count("@triton.jit") == 1 + fill
+
+
+@pytest.mark.parametrize("channels, taps", [(3, (2, 2, 2)), (40, (3, 1, 2))])
+def test_transposed_convolution_of_one_input_position_is_a_matrix_vector_product(channels, taps):
+    # Regression (H200): a 1 x 1 x 1 input's one row took 16-row tl.dot tiles (4.9 ms for a
+    # 101-vector times a 101 x 2.2M weight, 180 GB/s). A single row streams the weight instead.
+    call = "F.conv_transpose3d(a, b, stride=(5, 3, 4), padding=(1, 0, 0), output_padding=1, dilation=2)"
+    candidate = check(program(f"return torch.exp({call})", [(1, channels, 1, 1, 1), (channels, 8, *taps)]))
+    assert "part += " in candidate and "tl.dot(" not in candidate and "_fill(" in candidate
+
+
+def test_fill_of_a_transposed_convolution_tests_taps_per_column_not_per_element():
+    # Regression (H200): the per-element fill of a ConvTranspose3d tested 29 taps for each of its
+    # 214M outputs (1.5 ms). Reached positions do not depend on (n, channel): tested per column.
+    call = "F.conv_transpose2d(a, b, stride=4, padding=1, output_padding=2)"
+    candidate = check(program(f"return torch.sigmoid({call})", [(3, 4, 2, 3), (4, 5, 2, 3)]))
+    start = candidate.index("_fill(")
+    fill = candidate[start:candidate.index("@triton.jit", start)]
+    assert "tl.zeros([BC], dtype=tl.int1)" in fill and "fmask = (rr[:, None] <" in fill
+
+
+def test_unreached_outputs_of_each_dim():
+    from drtriton.compiler.kernels.spatial import ConvSpec, fully_reached
+
+    spec = ConvSpec(True, (2, 3), (1, 0), (1, 1), 1, (1, 1, 6, 9))
+    assert fully_reached(spec, 0, 3, 3)  # i*2 - 1 + k, i < 3, k < 3: -1..5 covers 0..5
+    assert not fully_reached(spec, 1, 3, 2)  # i*3 + k, k < 2: 2, 5 and 8 are reached by none
 
 
 def test_taps_meet_only_within_the_input_extent():

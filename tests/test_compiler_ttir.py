@@ -70,14 +70,24 @@ def test_the_check_catches_the_rewritten_broadcast_sum(tmp_path):
 
 
 def test_gpu_emission_of_a_transposed_convolution_whose_taps_never_meet_compiles(tmp_path):
-    """The one-GEMM form and its fill kernel (tl.static_range, a broadcast index of a one-row
-    input) compile for sm_90, with an ieee dot."""
+    """The one-GEMM forms and the fill kernel compile for sm_90: a one-row input as a matrix-vector
+    product (no dot at all), a narrow one-row input as tiles with a broadcast index, and a
+    one-channel input whose weight index is the column index alone; dots stay ieee."""
     src = PROGRAM.replace(
         "        return t1, torch.bmm(a, b)",
-        "        return torch.exp(F.conv_transpose3d(a.reshape(1, 120, 48, 1, 1)[:, :, :1],"
-        " b.reshape(-1)[:2880].reshape(120, 2, 3, 2, 2), stride=9, dilation=5))")
+        "        one_row = F.conv_transpose3d(a.reshape(1, 120, 48, 1, 1)[:, :, :1],"
+        " b.reshape(-1)[:2880].reshape(120, 2, 3, 2, 2), stride=9, dilation=5)\n"
+        "        narrow = F.conv_transpose2d(a[:1, :, :1].reshape(1, 40, 1, 1),"
+        " b[0, :40, :6].reshape(40, 1, 2, 3), stride=4)\n"
+        "        one_channel = F.conv_transpose2d(a[:, :1, :4].reshape(3, 1, 2, 2),"
+        " b[0, :1, :18].reshape(1, 3, 2, 3), stride=4)\n"
+        "        return torch.exp(one_row), narrow, one_channel")
     candidate = compile_program(src, CompilerConfig(mode="strict", device="cuda"))
-    assert "_fill" in candidate and "tl.broadcast_to(" in candidate
+    assert "part += " in candidate and "_fill" in candidate and "tl.broadcast_to(" in candidate
+    assert "in1_ptr + rn[None, :], mask=bmask" in candidate
     found = _dots(candidate, tmp_path)
-    lines = [line for name, per_kernel in found.items() if "conv_transpose3d" in name for line in per_kernel]
-    assert lines and all("ieee" in line or "inputPrecision" not in line for line in lines), found
+    convs = {name: lines for name, lines in found.items() if "conv_transpose" in name}
+    assert any("conv_transpose3d" in name for name in convs) and any("fill" in name for name in convs)
+    assert not [line for name, lines in convs.items() if "conv_transpose3d" in name for line in lines]
+    lines = [line for per_kernel in convs.values() for line in per_kernel]
+    assert all("ieee" in line or "inputPrecision" not in line for line in lines), found

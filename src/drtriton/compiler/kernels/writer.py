@@ -201,6 +201,16 @@ class Writer:
                 # a contiguous read in the kernel's own order: the plain linear index keeps the
                 # access pattern visible to Triton (coalesced, vectorised), no div/mod, no where()
                 return f"tl.load({p} + {lin}{f' + {e.offset}' if e.offset else ''}, mask={mask}, other=0)"
+            tail = self._contiguous_tail(e, idx)
+            if tail is not None:
+                # the trailing dims read in the order a tile index was delinearized in: that index
+                # itself keeps the innermost run visible to Triton (vectorised loads); no where(),
+                # which would hide it (a weight streamed by a matrix-vector product)
+                k, lin = tail
+                lead = [f"{i} * {s}" for i, s, n in zip(idx[:k], e.strides[:k], e.shape[:k], strict=True)
+                        if s != 0 and n != 1 and i != "0"]
+                offs = " + ".join([*lead, lin, *([str(e.offset)] if e.offset else [])])
+                return f"tl.load({p} + {offs}, mask={mask}, other=0)"
             # where(): the offset takes the mask's block shape even when every index is a
             # scalar (batch or group ids), and masked lanes never form an out-of-range address
             return f"tl.load({p} + tl.where({mask}, {' + '.join(terms)}, 0), mask={mask}, other=0)"
@@ -245,6 +255,24 @@ class Writer:
         if any(n != 1 and s != c for s, c, n in zip(e.strides, strides, e.shape, strict=True)):
             return None
         return made[0]
+
+    def _contiguous_tail(self, e: ir.Load, idx: list[str]) -> tuple[int, str] | None:
+        """(k, index) where ``idx[k:]`` (all but a leading dim or more) is one tile index
+        delinearized over ``e``'s trailing dims and broadcast along one axis (``[None, :]``), and
+        ``e`` lays those dims out contiguously; else None."""
+        sfx = "[None, :]"
+        for k in range(1, len(idx)):
+            tail = idx[k:]
+            if not all(i == "0" or i.endswith(sfx) for i in tail):
+                continue
+            made = self.linear.get(tuple(i.removesuffix(sfx) for i in tail))
+            shape = tuple(e.shape[k:])
+            if made is None or made[1] != shape or ir.numel(shape) < 2:
+                continue
+            strides = ir.contiguous_strides(shape)
+            if all(n == 1 or s == c for s, c, n in zip(e.strides[k:], strides, shape, strict=True)):
+                return k, made[0] + sfx
+        return None
 
     def _op(self, e: ir.Op, a: list[str], idx: list[str]) -> str:
         n, p = e.name, e.params
