@@ -25,6 +25,7 @@
 #   bash benchmarks/gpu_session.sh compiler_pool # the sampled programs whose pools changed (reachable window offsets): strict (GPU 0) | hybrid (GPU 1)
 #   bash benchmarks/gpu_session.sh compiler_layout # the sampled programs whose reductions/scans now tile along the innermost dim longer than 1: strict (GPU 0) | hybrid (GPU 1)
 #   bash benchmarks/gpu_session.sh compiler_scatter # strict transposed convolutions as one GEMM over the input: strict rows (GPU 0) | L2-972 hybrid, per-kernel profile (GPU 1)
+#   bash benchmarks/gpu_session.sh compiler_fill # one GPU: the transposed convolutions' per-column fill and one-row product: strict rows, L2-972 hybrid, per-kernel times
 #   bash benchmarks/gpu_session.sh search_strict_split # strict L5 search resumed, then strict L20 lines 2, 4 (GPU 0) | lines 1, 3, 5, 6 (GPU 1)
 # Needs: torch, triton, transformers (there), OR-Tools wheels in .whl/ (carried) for the synthesis
 # filters that the benchmark re-runs on the GPU. Pass DRTRITON_COMMIT=<your HEAD's short hash>
@@ -309,6 +310,21 @@ case $phase in
          --programs "$res/scatter.jsonl" --levels 2,5,20 --budget-s $((budget - 30)) \
          --out "$res/profile_scatter" > "$res/profile_scatter.log" 2>&1) &
     wait ;;
+  compiler_fill)  # one GPU: the programs whose transposed-convolution fill (tested per column) or
+    # one-row product (a matrix-vector form) changed, judged again: strict, L2-972 hybrid, then
+    # per-kernel times of L5-7 and L5-1 (strict)
+    pick "$res/fill.jsonl" L5-7 L5-1 L2-972 L5-2 L20-26
+    pick "$res/fill_h.jsonl" L2-972
+    pick "$res/fill_p.jsonl" L5-7 L5-1
+    total=$budget; start=$SECONDS
+    budget=$((total - 150)) bench_file "$res/fill.jsonl" compiler_fill_strict --levels 2,5,20 --num 8 \
+        --mode strict --timeout-s "${TIMEOUT_S:-150}"
+    budget=$((total - (SECONDS - start) - 80)) bench_file "$res/fill_h.jsonl" compiler_fill_hybrid \
+        --levels 2 --num 8 --mode hybrid --timeout-s "${TIMEOUT_S:-150}"
+    left=$((total - (SECONDS - start)))
+    [ "$left" -gt 50 ] && timeout "$left" python3 benchmarks/gpu_profile.py --mode strict \
+        --programs "$res/fill_p.jsonl" --levels 5 --budget-s $((left - 20)) \
+        --out "$res/profile_fill" > "$res/profile_fill.log" 2>&1 ;;
   hybrid)
     bench hybrid --levels 1,2,5,20 --mode hybrid ;;
   search)  # fragment search on levels 5 and 20, strict; each row also holds the whole-program
