@@ -26,6 +26,7 @@
 #   bash benchmarks/gpu_session.sh compiler_layout # the sampled programs whose reductions/scans now tile along the innermost dim longer than 1: strict (GPU 0) | hybrid (GPU 1)
 #   bash benchmarks/gpu_session.sh compiler_scatter # strict transposed convolutions as one GEMM over the input: strict rows (GPU 0) | L2-972 hybrid, per-kernel profile (GPU 1)
 #   bash benchmarks/gpu_session.sh compiler_fill # one GPU: the transposed convolutions' per-column fill and one-row product: strict rows, L2-972 hybrid, per-kernel times
+#   bash benchmarks/gpu_session.sh compiler_loads # one GPU: convolution loads by tile index, whole-output fills: strict rows, L1-53 and L2-972 hybrid, L5-1 per-kernel times
 #   bash benchmarks/gpu_session.sh search_strict_split # strict L5 search resumed, then strict L20 lines 2, 4 (GPU 0) | lines 1, 3, 5, 6 (GPU 1)
 # Needs: torch, triton, transformers (there), OR-Tools wheels in .whl/ (carried) for the synthesis
 # filters that the benchmark re-runs on the GPU. Pass DRTRITON_COMMIT=<your HEAD's short hash>
@@ -325,6 +326,21 @@ case $phase in
     [ "$left" -gt 50 ] && timeout "$left" python3 benchmarks/gpu_profile.py --mode strict \
         --programs "$res/fill_p.jsonl" --levels 5 --budget-s $((left - 20)) \
         --out "$res/profile_fill" > "$res/profile_fill.log" 2>&1 ;;
+  compiler_loads)  # one GPU: the programs whose convolution loads now read a delinearized tile
+    # index (no where(): coalesced, vectorisable) or whose fill writes every output, judged again:
+    # strict, then hybrid L1-53 and L2-972, then per-kernel times of L5-1 (strict)
+    pick "$res/loads.jsonl" L5-1 L5-7 L2-972 L5-2 L1-53 L2-3342 L20-27 L20-22
+    pick "$res/loads_h.jsonl" L1-53 L2-972
+    pick "$res/loads_p.jsonl" L5-1
+    total=$budget; start=$SECONDS
+    budget=$((total - 130)) bench_file "$res/loads.jsonl" compiler_loads_strict --levels 1,2,5,20 --num 8 \
+        --mode strict --timeout-s "${TIMEOUT_S:-150}"
+    budget=$((total - (SECONDS - start) - 40)) bench_file "$res/loads_h.jsonl" compiler_loads_hybrid \
+        --levels 1,2 --num 8 --mode hybrid --timeout-s "${TIMEOUT_S:-150}"
+    left=$((total - (SECONDS - start)))
+    [ "$left" -gt 40 ] && timeout "$left" python3 benchmarks/gpu_profile.py --mode strict \
+        --programs "$res/loads_p.jsonl" --levels 5 --budget-s $((left - 15)) \
+        --out "$res/profile_loads" > "$res/profile_loads.log" 2>&1 ;;
   hybrid)
     bench hybrid --levels 1,2,5,20 --mode hybrid ;;
   search)  # fragment search on levels 5 and 20, strict; each row also holds the whole-program

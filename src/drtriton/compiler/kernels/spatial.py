@@ -14,6 +14,7 @@ from drtriton.compiler.kernels.matmul import (
     flat_tile_ids,
     narrow_width,
 )
+from drtriton.compiler.kernels.pointwise import POINTWISE_CONFIGS
 from drtriton.compiler.kernels.writer import Kernel, Writer, finish_1d, next_pow2, tune_config
 
 
@@ -299,15 +300,20 @@ def _unreached_fill(tiles: Writer, spec: ConvSpec, ins, ksz, out: str) -> Kernel
     pair reaches, written as zero through the fused epilogue (which may map 0 to anything); None
     when every output is reached.
 
-    Tiles are [rows (n, channel) x columns (spatial position)]: whether a position is reached
-    does not depend on its row, so the per-tap test runs once per column of a tile, not once per
-    element (per element, the fill of a ConvTranspose3d tested 29 taps for each of its 214M
-    outputs: 1.5 ms on an H200, against 1.3 ms for all of eager's program).
+    Where at most half the outputs are reached, the fill writes all of them (the GEMM overwrites
+    its own): a mask that changes from one element to the next keeps stores scalar, and a
+    ConvTranspose2d's masked fill wrote its 3.5 GB at 1.1 TB/s on an H200. Else tiles are
+    [rows (n, channel) x columns (spatial position)]: whether a position is reached does not
+    depend on its row, so the per-tap test runs once per column of a tile, not once per element
+    (per element, a fill tested 29 taps for each of 214M outputs: 1.5 ms).
     """
     nb, oc, *outs = spec.out_shape
-    tests = [j for j in range(len(outs)) if not fully_reached(spec, j, ins[j], ksz[j])]
+    counts = [reached_count(spec, j, ins[j], ksz[j]) for j in range(len(outs))]
+    tests = [j for j, c in enumerate(counts) if c != outs[j]]
     if not tests:
         return None
+    if None not in counts and ir.numel(tuple(counts)) * 2 <= ir.numel(tuple(outs)):
+        return _fill_all(tiles, spec, out)
     w = Writer(tiles.name + "_fill", "Outputs no input reaches.", tiles.blocks)
     w.epilogue = tiles.epilogue
     rows, P = nb * oc, ir.numel(tuple(outs))
@@ -352,15 +358,24 @@ def _finish_rows_by_columns(w: Writer, rows: int, cols: int) -> Kernel:
     return w.finish(grid.format(cols, rows), {}, n, configs)
 
 
-def fully_reached(spec: ConvSpec, dim: int, n_in: int, k: int) -> bool:
-    """Whether every output position along spatial ``dim`` is reached by some (input, tap) pair
-    (False, untested, past 2**20 pairs: the fill then tests that dim)."""
-    _, _, *outs = spec.out_shape
+def reached_count(spec: ConvSpec, dim: int, n_in: int, k: int) -> int | None:
+    """How many output positions along spatial ``dim`` some (input, tap) pair reaches (None,
+    not counted, past 2**20 pairs)."""
     if n_in * k > 1 << 20:
-        return False
-    s, p, d = spec.stride[dim], spec.padding[dim], spec.dilation[dim]
-    hit = {o for i in range(n_in) for kk in range(k) if 0 <= (o := i * s - p + kk * d) < outs[dim]}
-    return len(hit) == outs[dim]
+        return None
+    s, p, d, size = spec.stride[dim], spec.padding[dim], spec.dilation[dim], spec.out_shape[2 + dim]
+    return len({o for i in range(n_in) for kk in range(k) if 0 <= (o := i * s - p + kk * d) < size})
+
+
+def _fill_all(tiles: Writer, spec: ConvSpec, out: str) -> Kernel:
+    """Every output of a transposed convolution written as zero through the fused epilogue."""
+    w = Writer(tiles.name + "_fill", "Every output (the GEMM then writes the reached ones).", tiles.blocks)
+    w.epilogue = tiles.epilogue
+    n = ir.numel(spec.out_shape)
+    w.constexprs = ["BLOCK"]
+    w.line("offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)")
+    w.store(out, "offs", "tl.zeros([BLOCK], dtype=tl.float32)", "offs < N", spec.out_shape)
+    return finish_1d(w, n, "BLOCK", POINTWISE_CONFIGS, n, min(w.blocks.pointwise, next_pow2(n)))
 
 
 def pool(w: Writer, kind: str, x: ir.Expr, ksz, stride, padding, dilation, out_shape, out) -> Kernel:

@@ -257,21 +257,24 @@ class Writer:
         return made[0]
 
     def _contiguous_tail(self, e: ir.Load, idx: list[str]) -> tuple[int, str] | None:
-        """(k, index) where ``idx[k:]`` (all but a leading dim or more) is one tile index
-        delinearized over ``e``'s trailing dims and broadcast along one axis (``[None, :]``), and
-        ``e`` lays those dims out contiguously; else None."""
-        sfx = "[None, :]"
+        """(k, index) where ``idx[k:]`` (all but a leading dim or more) is the trailing part of
+        one tile index's delinearization, broadcast along one axis of a 2-D tile, and ``e`` lays
+        those dims out contiguously: the index itself (modulo their extent) reads them; else None.
+        A transposed convolution's input rows (n, i) and weight columns (channel, tap) read so."""
         for k in range(1, len(idx)):
-            tail = idx[k:]
-            if not all(i == "0" or i.endswith(sfx) for i in tail):
-                continue
-            made = self.linear.get(tuple(i.removesuffix(sfx) for i in tail))
             shape = tuple(e.shape[k:])
-            if made is None or made[1] != shape or ir.numel(shape) < 2:
+            if ir.numel(shape) < 2 or any(n != 1 and s != c for s, c, n in
+                                          zip(e.strides[k:], ir.contiguous_strides(shape), shape, strict=True)):
                 continue
-            strides = ir.contiguous_strides(shape)
-            if all(n == 1 or s == c for s, c, n in zip(e.strides[k:], strides, shape, strict=True)):
-                return k, made[0] + sfx
+            for sfx in ("[None, :]", "[:, None]"):
+                tail = idx[k:]
+                if not all(i == "0" or i.endswith(sfx) for i in tail) or all(i == "0" for i in tail):
+                    continue
+                tail = tuple(i.removesuffix(sfx) for i in tail)
+                for made, (lin, full) in self.linear.items():
+                    j = len(made) - len(tail)
+                    if j >= 0 and made[j:] == tail and tuple(full[j:]) == shape:
+                        return k, (lin if j == 0 else f"({lin} % {ir.numel(shape)})") + sfx
         return None
 
     def _op(self, e: ir.Op, a: list[str], idx: list[str]) -> str:
