@@ -27,6 +27,8 @@
 #   bash benchmarks/gpu_session.sh compiler_scatter # strict transposed convolutions as one GEMM over the input: strict rows (GPU 0) | L2-972 hybrid, per-kernel profile (GPU 1)
 #   bash benchmarks/gpu_session.sh compiler_fill # one GPU: the transposed convolutions' per-column fill and one-row product: strict rows, L2-972 hybrid, per-kernel times
 #   bash benchmarks/gpu_session.sh compiler_loads # one GPU: convolution loads by tile index, whole-output fills: strict rows, L1-53 and L2-972 hybrid, L5-1 per-kernel times
+#   bash benchmarks/gpu_session.sh search_refresh_l5 # one GPU: strict level-5 searches of the programs changed since they were searched
+#   bash benchmarks/gpu_session.sh outer_search # one GPU: L5-1 (narrow transposed convolution as outer products), then search_refresh_l5
 #   bash benchmarks/gpu_session.sh search_strict_split # strict L5 search resumed, then strict L20 lines 2, 4 (GPU 0) | lines 1, 3, 5, 6 (GPU 1)
 # Needs: torch, triton, transformers (there), OR-Tools wheels in .whl/ (carried) for the synthesis
 # filters that the benchmark re-runs on the GPU. Pass DRTRITON_COMMIT=<your HEAD's short hash>
@@ -69,6 +71,14 @@ search_sample() {  # search_sample LEVEL MODE NAME [L20_PROGRAMS]: fragment sear
     bench "$name" --levels 5 --num 8 --mode "$mode" --search \
       --max-fragment-ops "${MAX_OPS:-3}" --search-wall-s "${SEARCH_S:-150}" --timeout-s "${TIMEOUT_S:-150}"
   fi
+}
+refresh_l5_search() {  # the strict level-5 searches whose programs' translations changed after
+  # they ran (L5-1, 2, 3, 6, 7), again; the verdict cache starts from search_strict_l5's
+  pick "$res/refresh_l5.jsonl" L5-7 L5-1 L5-6 L5-3 L5-2
+  local g=benchmarks/results/gpu
+  python3 benchmarks/merge_caches.py $g/search_refresh_strict_l5.json.search.sqlite $g/search_strict_l5.json.search.sqlite
+  bench_file "$res/refresh_l5.jsonl" search_refresh_strict_l5 --levels 5 --num 8 --mode strict --search \
+    --max-fragment-ops "${MAX_OPS:-3}" --search-wall-s "${SEARCH_S:-150}" --timeout-s "${TIMEOUT_S:-150}"
 }
 pick() {  # pick OUT NAME...: the sampled programs named L<level>-<index> (levels 1, 2, 5 sample
   # first, then the level-20 sample), in the order named, as a programs file
@@ -341,6 +351,16 @@ case $phase in
     [ "$left" -gt 40 ] && timeout "$left" python3 benchmarks/gpu_profile.py --mode strict \
         --programs "$res/loads_p.jsonl" --levels 5 --budget-s $((left - 15)) \
         --out "$res/profile_loads" > "$res/profile_loads.log" 2>&1 ;;
+  search_refresh_l5)  # one GPU: the strict level-5 searches whose programs' translations changed
+    # after they ran, again (see refresh_l5_search)
+    refresh_l5_search ;;
+  outer_search)  # one GPU: L5-1, whose narrow transposed convolution is now one outer product per
+    # input channel, judged again (at most 100 s); then refresh_l5_search in the time left
+    pick "$res/outer.jsonl" L5-1
+    total=$budget; start=$SECONDS
+    budget=100 bench_file "$res/outer.jsonl" compiler_outer_strict --levels 5 --num 8 --mode strict \
+        --timeout-s "${TIMEOUT_S:-150}"
+    budget=$((total - (SECONDS - start))) refresh_l5_search ;;
   hybrid)
     bench hybrid --levels 1,2,5,20 --mode hybrid ;;
   search)  # fragment search on levels 5 and 20, strict; each row also holds the whole-program

@@ -59,7 +59,15 @@ COMPILER_RUNS = {"strict": "strict", "hybrid": "hybrid", "strict_l20": "strict",
                  # programs whose reductions or scans now tile along the innermost dim longer than 1
                  "compiler_layout_strict": "strict", "compiler_layout_hybrid": "hybrid",
                  # programs whose strict transposed convolutions became one GEMM over the input
-                 "compiler_scatter_strict": "strict", "compiler_scatter_hybrid": "hybrid"}
+                 "compiler_scatter_strict": "strict", "compiler_scatter_hybrid": "hybrid",
+                 # ... whose fill tests taps per column, or whose one-row product is a
+                 # matrix-vector form (commit 8f90cf7)
+                 "compiler_fill_strict": "strict", "compiler_fill_hybrid": "hybrid",
+                 # ... whose convolution loads read a delinearized tile index, or whose fill
+                 # writes every output (commit 7965131)
+                 "compiler_loads_strict": "strict", "compiler_loads_hybrid": "hybrid",
+                 # L5-1, whose narrow transposed convolution is one outer product per channel
+                 "compiler_outer_strict": "strict"}
 
 
 def _gpu_rows(runs: dict[str, str]) -> list[dict]:
@@ -245,7 +253,9 @@ SEARCH_RUNS = {"search_l5": "hybrid", "search_l20": "hybrid",
                "search_strict_l20b": "strict", "search_strict_l20c": "strict",
                # the level-20 programs whose translation changed with max_window_recompute
                # (commit 051e04e), searched again: these rows replace the earlier ones
-               "search_rc_l20": "hybrid", "search_rc_strict_l20": "strict"}
+               "search_rc_l20": "hybrid", "search_rc_strict_l20": "strict",
+               # strict level-5 programs whose translations changed after their search, again
+               "search_refresh_strict_l5": "strict"}
 
 
 def _contestant(row: dict, name: str) -> str:

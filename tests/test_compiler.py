@@ -309,6 +309,16 @@ def test_transposed_convolution_of_one_input_position_is_a_matrix_vector_product
     assert "part += " in candidate and "tl.dot(" not in candidate and "_fill(" in candidate
 
 
+def test_narrow_transposed_convolution_whose_taps_never_meet_is_outer_products():
+    # Regression (H200): 15 (channel, tap) columns summed as [BM x 16 x BK] broadcast products
+    # reduced across lanes at every step (13.1 ms for 4.2 GB of input). One outer product per
+    # input channel instead: no cross-lane sum, no tl.dot.
+    call = "F.conv_transpose2d(a, b, stride=7, padding=4, output_padding=6, dilation=8, groups=3)"
+    candidate = check(program(f"return torch.exp({call})", [(2, 6, 5, 1), (6, 1, 3, 5)]))
+    conv = candidate[candidate.index("def k0_conv_transpose2d_exp("):]
+    assert "for c in range(2):" in conv and "tl.sum(" not in conv and "tl.dot(" not in conv
+
+
 def test_fill_of_a_transposed_convolution_tests_taps_per_column_not_per_element():
     # Regression (H200): the per-element fill of a ConvTranspose3d tested 29 taps for each of its
     # 214M outputs (1.5 ms). Reached positions do not depend on (n, channel): tested per column.

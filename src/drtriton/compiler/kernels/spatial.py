@@ -196,6 +196,8 @@ def conv_transpose_scatter(w: Writer, x: ir.Expr, wt: ir.Expr, spec: ConvSpec, o
     ncols = spec.out_shape[1] // spec.groups * ir.numel(ksz)
     if nb * ir.numel(tuple(ins)) == 1 and narrow_width(ncols) is None:
         kernel = _scatter_one_row(w, x, wt, spec, out)
+    elif narrow_width(ncols) is not None:
+        kernel = _scatter_outer_products(w, x, wt, spec, out)
     else:
         kernel = _scatter_tiles(w, x, wt, spec, out)
     kernel.fill = _unreached_fill(w, spec, ins, ksz, out)
@@ -228,6 +230,49 @@ def _scatter_tiles(w: Writer, x: ir.Expr, wt: ir.Expr, spec: ConvSpec, out: str)
     if narrow_width(ncols):
         return finish_narrow(w, M, ncols, cg, G, loop_k=cg, flat=True)
     return finish_tiles(w, M, ncols, cg, G, flat=True)
+
+
+OUTER_PRODUCT_ROWS = ((64, 4), (128, 4), (256, 8))  # BM, warps
+
+
+def _scatter_outer_products(w: Writer, x: ir.Expr, wt: ir.Expr, spec: ConvSpec, out: str) -> Kernel:
+    """:func:`conv_transpose_scatter` with under 16 columns: one outer product per input channel,
+    a [BM] column of the input (contiguous along i) times a [BN] row of the weight.
+
+    The [BM x BN x BK] broadcast-and-sum of :func:`accumulate_dot` reduces across lanes at every
+    step: a ConvTranspose2d of 242 channels per group into 15 (channel, tap) columns took 13.1 ms
+    on an H200 for 4.2 GB of input (cuDNN: 13.8 ms for the whole program)."""
+    nb, cin, *ins = x.shape
+    G, ksz = spec.groups, tuple(wt.shape[2:])
+    cg, ocg = cin // G, spec.out_shape[1] // G
+    M, ncols = nb * ir.numel(tuple(ins)), ocg * ir.numel(ksz)
+    bn = narrow_width(ncols)
+    w.constexprs = ["BM"]
+    w.line("rm = tl.program_id(0) * BM + tl.arange(0, BM)")
+    w.line(f"rn = tl.arange(0, {bn})")
+    w.line("g = tl.program_id(2)")
+    w.line(f"amask = rm < {M}")
+    w.line(f"bmask = rn < {ncols}")
+    rows = w.delinearize("rm", (nb, *ins))
+    cols = w.delinearize("rn", (ocg, *ksz))
+    w.line(f"acc = tl.zeros([BM, {bn}], dtype=tl.float32)")
+    with w.block(f"for c in range({cg}):"):
+        w.line(f"ci = g * {cg} + c")
+        av = w.ev(x, [rows[0], "ci", *rows[1:]], "amask")
+        bv = w.ev(wt, ["ci", *cols], "bmask")
+        w.line(f"acc += tl.where(amask, {av}, 0.0).to(tl.float32)[:, None]"
+               f" * tl.where(bmask, {bv}, 0.0).to(tl.float32)[None, :]")
+    row_idx = [_side(i, "[:, None]") for i in rows]
+    col_idx = [_side(i, "[None, :]") for i in cols]
+    tile = all(i == "0" for i in row_idx) or all(k == "0" for k in col_idx)
+    _store_scattered(w, spec, row_idx, col_idx, ["amask[:, None]", "bmask[None, :]"], out,
+                     f"(BM, {bn})" if tile else None)
+    grid = f"lambda META: (triton.cdiv({M}, META['BM']), 1, {G})"
+    if not w.blocks.tune:
+        bm = min(64, next_pow2(M))
+        return w.finish(f"({-(-M // bm)}, 1, {G})", {"BM": bm}, M * ncols * cg, None)
+    configs = [tune_config({"BM": bm}, wp) for bm, wp in OUTER_PRODUCT_ROWS if bm <= max(64, next_pow2(M))]
+    return w.finish(grid, {}, M * ncols * cg, configs)
 
 
 ONE_ROW_TILES = ((128, 32, 4), (256, 32, 4), (512, 16, 4), (512, 32, 8), (1024, 16, 8))  # BN, BK, warps
