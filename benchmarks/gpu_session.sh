@@ -29,6 +29,7 @@
 #   bash benchmarks/gpu_session.sh compiler_loads # one GPU: convolution loads by tile index, whole-output fills: strict rows, L1-53 and L2-972 hybrid, L5-1 per-kernel times
 #   bash benchmarks/gpu_session.sh search_refresh_l5 # one GPU: strict level-5 searches of the programs changed since they were searched
 #   bash benchmarks/gpu_session.sh outer_search # one GPU: L5-1 (narrow transposed convolution as outer products), then search_refresh_l5
+#   bash benchmarks/gpu_session.sh search_refresh_l20 # one GPU: strict level-20 searches again, most-changed programs first (resumes)
 #   bash benchmarks/gpu_session.sh search_strict_split # strict L5 search resumed, then strict L20 lines 2, 4 (GPU 0) | lines 1, 3, 5, 6 (GPU 1)
 # Needs: torch, triton, transformers (there), OR-Tools wheels in .whl/ (carried) for the synthesis
 # filters that the benchmark re-runs on the GPU. Pass DRTRITON_COMMIT=<your HEAD's short hash>
@@ -354,6 +355,13 @@ case $phase in
   search_refresh_l5)  # one GPU: the strict level-5 searches whose programs' translations changed
     # after they ran, again (see refresh_l5_search)
     refresh_l5_search ;;
+  search_refresh_l20)  # one GPU: the strict level-20 searches, again, the programs whose whole
+    # translation changed most since they ran first; the verdict cache starts from the earlier ones
+    pick "$res/refresh_l20.jsonl" L20-25 L20-0 L20-37 L20-22 L20-26 L20-27
+    g=benchmarks/results/gpu
+    python3 benchmarks/merge_caches.py $g/search_refresh_strict_l20.json.search.sqlite $g/search_rc_strict_l20.json.search.sqlite \
+        $g/search_strict_l20.json.search.sqlite $g/search_strict_l20b.json.search.sqlite $g/search_strict_l20c.json.search.sqlite
+    search_sample 20 strict search_refresh_strict_l20 "$res/refresh_l20.jsonl" ;;
   outer_search)  # one GPU: L5-1, whose narrow transposed convolution is now one outer product per
     # input channel, judged again (at most 100 s); then refresh_l5_search in the time left
     pick "$res/outer.jsonl" L5-1

@@ -255,7 +255,7 @@ SEARCH_RUNS = {"search_l5": "hybrid", "search_l20": "hybrid",
                # (commit 051e04e), searched again: these rows replace the earlier ones
                "search_rc_l20": "hybrid", "search_rc_strict_l20": "strict",
                # strict level-5 programs whose translations changed after their search, again
-               "search_refresh_strict_l5": "strict"}
+               "search_refresh_strict_l5": "strict", "search_refresh_strict_l20": "strict"}
 
 
 def _contestant(row: dict, name: str) -> str:
