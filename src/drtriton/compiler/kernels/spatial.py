@@ -15,7 +15,7 @@ from drtriton.compiler.kernels.matmul import (
     narrow_width,
 )
 from drtriton.compiler.kernels.pointwise import POINTWISE_CONFIGS
-from drtriton.compiler.kernels.writer import Kernel, Writer, finish_1d, next_pow2, tune_config
+from drtriton.compiler.kernels.writer import Kernel, Writer, finish_1d, finish_blocks, next_pow2
 
 
 def _conv_input_tile(w: Writer, x: ir.Expr, batch: str, pos: list[str], valid: list[str]) -> str:
@@ -267,12 +267,8 @@ def _scatter_outer_products(w: Writer, x: ir.Expr, wt: ir.Expr, spec: ConvSpec, 
     tile = all(i == "0" for i in row_idx) or all(k == "0" for k in col_idx)
     _store_scattered(w, spec, row_idx, col_idx, ["amask[:, None]", "bmask[None, :]"], out,
                      f"(BM, {bn})" if tile else None)
-    grid = f"lambda META: (triton.cdiv({M}, META['BM']), 1, {G})"
-    if not w.blocks.tune:
-        bm = min(64, next_pow2(M))
-        return w.finish(f"({-(-M // bm)}, 1, {G})", {"BM": bm}, M * ncols * cg, None)
-    configs = [tune_config({"BM": bm}, wp) for bm, wp in OUTER_PRODUCT_ROWS if bm <= max(64, next_pow2(M))]
-    return w.finish(grid, {}, M * ncols * cg, configs)
+    configs = [({"BM": bm}, wp) for bm, wp in OUTER_PRODUCT_ROWS if bm <= max(64, next_pow2(M))]
+    return finish_blocks(w, [[(M, "BM")], 1, G], M * ncols * cg, {"BM": min(64, next_pow2(M))}, configs)
 
 
 ONE_ROW_TILES = ((128, 32, 4), (256, 32, 4), (512, 16, 4), (512, 32, 8), (1024, 16, 8))  # BN, BK, warps
@@ -306,13 +302,10 @@ def _scatter_one_row(w: Writer, x: ir.Expr, wt: ir.Expr, spec: ConvSpec, out: st
         w.line(f"part += {a}[:, None] * {b}")
     w.line("acc = tl.sum(part, 0)")
     _store_scattered(w, spec, ["0", *zeros], cols, [f"(rn < {ncols})"], out, None)
-    grid = f"lambda META: (triton.cdiv({ncols}, META['BN']), 1, {G})"
-    if not w.blocks.tune:
-        bn, bk = min(128, next_pow2(ncols)), min(16, next_pow2(cg))
-        return w.finish(f"({-(-ncols // bn)}, 1, {G})", {"BN": bn, "BK": bk}, ncols * cg, None)
-    configs = [tune_config({"BN": bn, "BK": bk}, wp) for bn, bk, wp in ONE_ROW_TILES
+    configs = [({"BN": bn, "BK": bk}, wp) for bn, bk, wp in ONE_ROW_TILES
                if bn <= max(128, next_pow2(ncols)) and bk <= max(16, next_pow2(cg))]
-    return w.finish(grid, {}, ncols * cg, configs)
+    cpu = {"BN": min(128, next_pow2(ncols)), "BK": min(16, next_pow2(cg))}
+    return finish_blocks(w, [[(ncols, "BN")], 1, G], ncols * cg, cpu, configs)
 
 
 def _store_scattered(w: Writer, spec: ConvSpec, row_idx: list[str], col_idx: list[str],
@@ -338,6 +331,9 @@ def _store_scattered(w: Writer, spec: ConvSpec, row_idx: list[str], col_idx: lis
 def _side(index: str, axis: str) -> str:
     """``index`` broadcast along one side of a 2-D tile (a size-1 dim's "0" stays a scalar)."""
     return index + axis if index != "0" else "0"
+
+
+FILL_TILES = ((4, 512, 4), (8, 256, 4), (16, 256, 8), (8, 1024, 8))  # (BR, BC, warps)
 
 
 def _unreached_fill(tiles: Writer, spec: ConvSpec, ins, ksz, out: str) -> Kernel | None:
@@ -379,28 +375,11 @@ def _unreached_fill(tiles: Writer, spec: ConvSpec, ins, ksz, out: str) -> Kernel
     w.line(f"fmask = (rr[:, None] < {rows}) & free[None, :]")
     lin = w.tmp(f"rr[:, None] * {P} + rc[None, :]", "o")
     w.store(out, lin, "tl.zeros([BR, BC], dtype=tl.float32)", "fmask", spec.out_shape)
-    return _finish_rows_by_columns(w, rows, P)
-
-
-FILL_TILES = ((4, 512, 4), (8, 256, 4), (16, 256, 8), (8, 1024, 8))  # (BR, BC, warps)
-
-
-def _finish_rows_by_columns(w: Writer, rows: int, cols: int) -> Kernel:
-    """Launch [BR x BC] tiles, column tiles fastest, all on grid axis 0."""
-    n = rows * cols
-    grid = "lambda META: (triton.cdiv({}, META['BC']) * triton.cdiv({}, META['BR']),)"
-    if not w.blocks.tune:
-        br, bc = min(4, next_pow2(rows)), min(256, next_pow2(cols))
-        return w.finish(f"({-(-cols // bc) * -(-rows // br)},)", {"BR": br, "BC": bc}, n, None)
-    shapes = [(br, bc, wp) for br, bc, wp in FILL_TILES
-              if br <= max(4, next_pow2(rows)) and bc <= max(256, next_pow2(cols))]
-    if n < writer.SMALL_WORK:
-        br, bc, wp = shapes[len(shapes) // 2]
-        kernel = w.finish(f"({-(-cols // bc) * -(-rows // br)},)", {"BR": br, "BC": bc}, n, None)
-        kernel.warps = wp
-        return kernel
-    configs = [tune_config({"BR": br, "BC": bc}, wp) for br, bc, wp in shapes]
-    return w.finish(grid.format(cols, rows), {}, n, configs)
+    configs = [({"BR": br, "BC": bc}, wp) for br, bc, wp in FILL_TILES
+               if br <= max(4, next_pow2(rows)) and bc <= max(256, next_pow2(P))]
+    cpu = {"BR": min(4, next_pow2(rows)), "BC": min(256, next_pow2(P))}
+    # column tiles fastest, all on grid axis 0
+    return finish_blocks(w, [[(P, "BC"), (rows, "BR")]], rows * P, cpu, configs, tune_small=False)
 
 
 def reached_count(spec: ConvSpec, dim: int, n_in: int, k: int) -> int | None:

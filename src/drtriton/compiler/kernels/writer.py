@@ -5,6 +5,7 @@ with its launch grid and, on a GPU, its autotuning space."""
 from __future__ import annotations
 
 import contextlib
+import math
 from dataclasses import dataclass, field
 
 import torch
@@ -360,6 +361,31 @@ def finish_1d(w: Writer, units: int, key: str, configs: list[tuple[int, int]], e
         kernel.warps = warps
         return kernel
     return w.finish(f"({-(-units // cpu_value)},)", {key: cpu_value}, units, None)
+
+
+GridAxis = int | list[tuple[int, str]]  # a fixed count, or a product of ceil(units / block)
+
+
+def finish_blocks(w: Writer, axes: list[GridAxis], work: int, cpu: dict[str, int],
+                  configs: list[tuple[dict[str, int], int]], tune_small: bool = True) -> Kernel:
+    """Launch a grid whose axes count blocks: e.g. ``[[(M, "BM")], 1, G]``, or one axis of
+    ``[(cols, "BC"), (rows, "BR")]`` tiles. CUDA: autotune over ``configs`` ((constants, warps));
+    with ``tune_small`` False, a kernel touching under SMALL_WORK elements takes the middle config,
+    fixed. CPU (interpreter): ``cpu``, fixed."""
+    def grid(consts: dict[str, int] | None) -> str:
+        parts = [str(a) if isinstance(a, int) else
+                 str(math.prod(-(-u // consts[k]) for u, k in a)) if consts else
+                 " * ".join(f'triton.cdiv({u}, META["{k}"])' for u, k in a) for a in axes]
+        return f"({', '.join(parts)}{',' if len(parts) == 1 else ''})"
+
+    if not w.blocks.tune:
+        return w.finish(grid(cpu), cpu, work, None)
+    if not tune_small and work < SMALL_WORK:
+        consts, warps = configs[len(configs) // 2]
+        kernel = w.finish(grid(consts), consts, work, None)
+        kernel.warps = warps
+        return kernel
+    return w.finish(f"lambda META: {grid(None)}", {}, work, [tune_config(c, wp) for c, wp in configs])
 
 
 def tune_config(consts: dict[str, int], warps: int) -> str:
