@@ -3,7 +3,7 @@ else by output phase) and pooling."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import astuple, dataclass
 
 from drtriton.compiler import ir
 from drtriton.compiler.kernels import writer
@@ -191,25 +191,43 @@ def conv_transpose_scatter(w: Writer, x: ir.Expr, wt: ir.Expr, spec: ConvSpec, o
     took 26 ms on an H200 against cuDNN's 1.35 ms. A single row (one input position) is a
     matrix-vector product: :func:`_scatter_one_row`.
     """
-    nb, cin, *ins = x.shape
-    ksz = tuple(wt.shape[2:])
-    ncols = spec.out_shape[1] // spec.groups * ir.numel(ksz)
-    if nb * ir.numel(tuple(ins)) == 1 and narrow_width(ncols) is None:
-        kernel = _scatter_one_row(w, x, wt, spec, out)
-    elif narrow_width(ncols) is not None:
-        kernel = _scatter_outer_products(w, x, wt, spec, out)
+    d = _ScatterDims.of(x, wt, spec)
+    if d.M == 1 and narrow_width(d.ncols) is None:
+        kernel = _scatter_one_row(w, x, wt, spec, d, out)
+    elif narrow_width(d.ncols) is not None:
+        kernel = _scatter_outer_products(w, x, wt, spec, d, out)
     else:
-        kernel = _scatter_tiles(w, x, wt, spec, out)
-    kernel.fill = _unreached_fill(w, spec, ins, ksz, out)
+        kernel = _scatter_tiles(w, x, wt, spec, d, out)
+    kernel.fill = _unreached_fill(w, spec, d.ins, d.ksz, out)
     return kernel
 
 
-def _scatter_tiles(w: Writer, x: ir.Expr, wt: ir.Expr, spec: ConvSpec, out: str) -> Kernel:
-    """:func:`conv_transpose_scatter` on [rows x columns] tiles (``tl.dot``, or narrow tiles)."""
-    nb, cin, *ins = x.shape
-    G, ksz = spec.groups, tuple(wt.shape[2:])
-    cg, ocg = cin // G, spec.out_shape[1] // G
-    M, ncols = nb * ir.numel(tuple(ins)), ocg * ir.numel(ksz)
+@dataclass(frozen=True)
+class _ScatterDims:
+    """The GEMM of :func:`conv_transpose_scatter`: M rows (n, i...), ncols columns (channel,
+    tap...) per group, a reduction over the cg input channels of a group."""
+
+    nb: int
+    ins: tuple[int, ...]
+    ksz: tuple[int, ...]
+    G: int
+    cg: int
+    ocg: int
+    M: int
+    ncols: int
+
+    @staticmethod
+    def of(x: ir.Expr, wt: ir.Expr, spec: ConvSpec) -> _ScatterDims:
+        nb, cin, *ins = x.shape
+        ksz, G = tuple(wt.shape[2:]), spec.groups
+        ocg = spec.out_shape[1] // G
+        return _ScatterDims(nb, tuple(ins), ksz, G, cin // G, ocg, nb * ir.numel(tuple(ins)),
+                            ocg * ir.numel(ksz))
+
+
+def _scatter_tiles(w: Writer, x: ir.Expr, wt: ir.Expr, spec: ConvSpec, d: _ScatterDims, out: str) -> Kernel:
+    """:func:`conv_transpose_scatter` on [rows x columns] tiles (``tl.dot``)."""
+    nb, ins, ksz, G, cg, ocg, M, ncols = astuple(d)
     w.constexprs = ["BM", "BN", "BK"]
     flat_tile_ids(w, M)
     w.line("g = tl.program_id(2)")
@@ -223,29 +241,25 @@ def _scatter_tiles(w: Writer, x: ir.Expr, wt: ir.Expr, spec: ConvSpec, out: str)
         av = w.ev(x, [row_idx[0], "ci[None, :]", *row_idx[1:]], "amask")
         w.line(f"bmask = (rk[:, None] < {cg}) & (rn[None, :] < {ncols})")
         bv = w.ev(wt, ["ci[:, None]", *col_idx], "bmask")
-        accumulate_dot(w, av, bv, narrow=narrow_width(ncols) is not None)
+        accumulate_dot(w, av, bv)
     tile = all(i == "0" for i in row_idx) or all(k == "0" for k in col_idx)
     _store_scattered(w, spec, row_idx, col_idx, [f"(rm[:, None] < {M})", f"(rn[None, :] < {ncols})"],
                      out, "(BM, BN)" if tile else None)
-    if narrow_width(ncols):
-        return finish_narrow(w, M, ncols, cg, G, loop_k=cg, flat=True)
     return finish_tiles(w, M, ncols, cg, G, flat=True)
 
 
 OUTER_PRODUCT_ROWS = ((64, 4), (128, 4), (256, 8))  # BM, warps
 
 
-def _scatter_outer_products(w: Writer, x: ir.Expr, wt: ir.Expr, spec: ConvSpec, out: str) -> Kernel:
+def _scatter_outer_products(w: Writer, x: ir.Expr, wt: ir.Expr, spec: ConvSpec, d: _ScatterDims,
+                            out: str) -> Kernel:
     """:func:`conv_transpose_scatter` with under 16 columns: one outer product per input channel,
     a [BM] column of the input (contiguous along i) times a [BN] row of the weight.
 
     The [BM x BN x BK] broadcast-and-sum of :func:`accumulate_dot` reduces across lanes at every
     step: a ConvTranspose2d of 242 channels per group into 15 (channel, tap) columns took 13.1 ms
     on an H200 for 4.2 GB of input (cuDNN: 13.8 ms for the whole program)."""
-    nb, cin, *ins = x.shape
-    G, ksz = spec.groups, tuple(wt.shape[2:])
-    cg, ocg = cin // G, spec.out_shape[1] // G
-    M, ncols = nb * ir.numel(tuple(ins)), ocg * ir.numel(ksz)
+    nb, ins, ksz, G, cg, ocg, M, ncols = astuple(d)
     bn = narrow_width(ncols)
     w.constexprs = ["BM"]
     w.line("rm = tl.program_id(0) * BM + tl.arange(0, BM)")
@@ -274,17 +288,15 @@ def _scatter_outer_products(w: Writer, x: ir.Expr, wt: ir.Expr, spec: ConvSpec, 
 ONE_ROW_TILES = ((128, 32, 4), (256, 32, 4), (512, 16, 4), (512, 32, 8), (1024, 16, 8))  # BN, BK, warps
 
 
-def _scatter_one_row(w: Writer, x: ir.Expr, wt: ir.Expr, spec: ConvSpec, out: str) -> Kernel:
+def _scatter_one_row(w: Writer, x: ir.Expr, wt: ir.Expr, spec: ConvSpec, d: _ScatterDims, out: str) -> Kernel:
     """:func:`conv_transpose_scatter` of a single input position: a vector times the weight.
 
     ``tl.dot`` pads the one row to 16 (a 101-long vector times a (101 x 2.2M) weight took 4.9 ms
     on an H200, 180 GB/s). Here each program keeps [BK x BN] products in registers over the
     reduction and sums them once at the end: the weight streams along its columns, and the sum
     is no broadcast-and-sum that Triton's combine pass rewrites into a TF32 dot."""
-    cin, G, ksz = x.shape[1], spec.groups, tuple(wt.shape[2:])
-    cg, ocg = cin // G, spec.out_shape[1] // G
-    ncols = ocg * ir.numel(ksz)
-    zeros = ["0"] * (len(x.shape) - 2)
+    _, ins, ksz, G, cg, ocg, _, ncols = astuple(d)
+    zeros = ["0"] * len(ins)
     w.constexprs = ["BN", "BK"]
     w.line("rn = tl.program_id(0) * BN + tl.arange(0, BN)")
     w.line("g = tl.program_id(2)")
@@ -355,8 +367,7 @@ def _unreached_fill(tiles: Writer, spec: ConvSpec, ins, ksz, out: str) -> Kernel
         return None
     if None not in counts and ir.numel(tuple(counts)) * 2 <= ir.numel(tuple(outs)):
         return _fill_all(tiles, spec, out)
-    w = Writer(tiles.name + "_fill", "Outputs no input reaches.", tiles.blocks)
-    w.epilogue = tiles.epilogue
+    w = _fill_writer(tiles, "Outputs no input reaches.")
     rows, P = nb * oc, ir.numel(tuple(outs))
     w.constexprs = ["BR", "BC"]
     w.line(f"tiles_c = tl.cdiv({P}, BC)")
@@ -382,6 +393,13 @@ def _unreached_fill(tiles: Writer, spec: ConvSpec, ins, ksz, out: str) -> Kernel
     return finish_blocks(w, [[(P, "BC"), (rows, "BR")]], rows * P, cpu, configs, tune_small=False)
 
 
+def _fill_writer(tiles: Writer, doc: str) -> Writer:
+    """A writer for the fill kernel of ``tiles``: launched before it, through its epilogue."""
+    w = Writer(tiles.name + "_fill", doc, tiles.blocks)
+    w.epilogue = tiles.epilogue
+    return w
+
+
 def reached_count(spec: ConvSpec, dim: int, n_in: int, k: int) -> int | None:
     """How many output positions along spatial ``dim`` some (input, tap) pair reaches (None,
     not counted, past 2**20 pairs)."""
@@ -393,8 +411,7 @@ def reached_count(spec: ConvSpec, dim: int, n_in: int, k: int) -> int | None:
 
 def _fill_all(tiles: Writer, spec: ConvSpec, out: str) -> Kernel:
     """Every output of a transposed convolution written as zero through the fused epilogue."""
-    w = Writer(tiles.name + "_fill", "Every output (the GEMM then writes the reached ones).", tiles.blocks)
-    w.epilogue = tiles.epilogue
+    w = _fill_writer(tiles, "Every output (the GEMM then writes the reached ones).")
     n = ir.numel(spec.out_shape)
     w.constexprs = ["BLOCK"]
     w.line("offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)")

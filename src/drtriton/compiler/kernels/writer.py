@@ -190,12 +190,13 @@ class Writer:
         if isinstance(e, ir.Load):
             if e.buf in subst:
                 return subst[e.buf]
-            terms = [f"{i} * {s}" if s != 1 else i for i, s, n in zip(idx, e.strides, e.shape, strict=True)
-                     if s != 0 and n != 1 and i != "0"]
-            if e.offset:
-                terms.append(str(e.offset))
+            # one term per dim (None where the dim adds nothing), then the offset
+            per_dim = [None if s == 0 or n == 1 or i == "0" else i if s == 1 else f"{i} * {s}"
+                       for i, s, n in zip(idx, e.strides, e.shape, strict=True)]
+            offset = [str(e.offset)] if e.offset else []
+            terms = [t for t in per_dim if t] + offset
             p = self.ptr(e.buf)
-            if not any(s != 0 and n != 1 and i != "0" for i, s, n in zip(idx, e.strides, e.shape, strict=True)):
+            if not any(per_dim):
                 return f"tl.load({p} + {e.offset})"
             lin = self._contiguous_linear(e, idx)
             if lin is not None:
@@ -208,9 +209,7 @@ class Writer:
                 # itself keeps the innermost run visible to Triton (vectorised loads); no where(),
                 # which would hide it (a weight streamed by a matrix-vector product)
                 k, lin = tail
-                lead = [f"{i} * {s}" for i, s, n in zip(idx[:k], e.strides[:k], e.shape[:k], strict=True)
-                        if s != 0 and n != 1 and i != "0"]
-                offs = " + ".join([*lead, lin, *([str(e.offset)] if e.offset else [])])
+                offs = " + ".join([t for t in per_dim[:k] if t] + [lin] + offset)
                 return f"tl.load({p} + {offs}, mask={mask}, other=0)"
             # where(): the offset takes the mask's block shape even when every index is a
             # scalar (batch or group ids), and masked lanes never form an out-of-range address
