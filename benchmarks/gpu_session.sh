@@ -73,6 +73,23 @@ search_sample() {  # search_sample LEVEL MODE NAME [L20_PROGRAMS]: fragment sear
       --max-fragment-ops "${MAX_OPS:-3}" --search-wall-s "${SEARCH_S:-150}" --timeout-s "${TIMEOUT_S:-150}"
   fi
 }
+rejudge() {  # rejudge NAME STRICT_RESERVE_S HYBRID_RESERVE_S "STRICT..." "HYBRID..." "PROFILED...":
+  # one GPU judges the programs STRICT in strict mode (rows compiler_NAME_strict, leaving
+  # STRICT_RESERVE_S of the budget), then HYBRID in hybrid mode (compiler_NAME_hybrid, leaving
+  # HYBRID_RESERVE_S), then times PROFILED kernel by kernel (strict) in what is left (profile_NAME)
+  local name=$1 strict_reserve=$2 hybrid_reserve=$3 total=$budget start=$SECONDS all=1,2,5,20
+  pick "$res/$name.jsonl" $4
+  pick "$res/${name}_h.jsonl" $5
+  pick "$res/${name}_p.jsonl" $6
+  budget=$((total - strict_reserve)) bench_file "$res/$name.jsonl" "compiler_${name}_strict" --levels $all \
+    --num 8 --mode strict --timeout-s "${TIMEOUT_S:-150}"
+  budget=$((total - (SECONDS - start) - hybrid_reserve)) bench_file "$res/${name}_h.jsonl" "compiler_${name}_hybrid" \
+    --levels $all --num 8 --mode hybrid --timeout-s "${TIMEOUT_S:-150}"
+  local left=$((total - (SECONDS - start)))
+  [ "$left" -gt 40 ] && timeout "$left" python3 benchmarks/gpu_profile.py --mode strict \
+    --programs "$res/${name}_p.jsonl" --levels $all --budget-s $((left - 15)) \
+    --out "$res/profile_$name" > "$res/profile_$name.log" 2>&1
+}
 refresh_l5_search() {  # the strict level-5 searches whose programs' translations changed after
   # they ran (L5-1, 2, 3, 6, 7), again; the verdict cache starts from search_strict_l5's
   pick "$res/refresh_l5.jsonl" L5-7 L5-1 L5-6 L5-3 L5-2
@@ -325,36 +342,11 @@ case $phase in
   compiler_fill)  # one GPU: the programs whose transposed-convolution fill (tested per column) or
     # one-row product (a matrix-vector form) changed, judged again: strict, L2-972 hybrid, then
     # per-kernel times of L5-7 and L5-1 (strict)
-    pick "$res/fill.jsonl" L5-7 L5-1 L2-972 L5-2 L20-26
-    pick "$res/fill_h.jsonl" L2-972
-    pick "$res/fill_p.jsonl" L5-7 L5-1
-    total=$budget; start=$SECONDS
-    budget=$((total - 150)) bench_file "$res/fill.jsonl" compiler_fill_strict --levels 2,5,20 --num 8 \
-        --mode strict --timeout-s "${TIMEOUT_S:-150}"
-    budget=$((total - (SECONDS - start) - 80)) bench_file "$res/fill_h.jsonl" compiler_fill_hybrid \
-        --levels 2 --num 8 --mode hybrid --timeout-s "${TIMEOUT_S:-150}"
-    left=$((total - (SECONDS - start)))
-    [ "$left" -gt 50 ] && timeout "$left" python3 benchmarks/gpu_profile.py --mode strict \
-        --programs "$res/fill_p.jsonl" --levels 5 --budget-s $((left - 20)) \
-        --out "$res/profile_fill" > "$res/profile_fill.log" 2>&1 ;;
+    rejudge fill 150 80 "L5-7 L5-1 L2-972 L5-2 L20-26" "L2-972" "L5-7 L5-1" ;;
   compiler_loads)  # one GPU: the programs whose convolution loads now read a delinearized tile
     # index (no where(): coalesced, vectorisable) or whose fill writes every output, judged again:
     # strict, then hybrid L1-53 and L2-972, then per-kernel times of L5-1 (strict)
-    pick "$res/loads.jsonl" L5-1 L5-7 L2-972 L5-2 L1-53 L2-3342 L20-27 L20-22
-    pick "$res/loads_h.jsonl" L1-53 L2-972
-    pick "$res/loads_p.jsonl" L5-1
-    total=$budget; start=$SECONDS
-    budget=$((total - 130)) bench_file "$res/loads.jsonl" compiler_loads_strict --levels 1,2,5,20 --num 8 \
-        --mode strict --timeout-s "${TIMEOUT_S:-150}"
-    budget=$((total - (SECONDS - start) - 40)) bench_file "$res/loads_h.jsonl" compiler_loads_hybrid \
-        --levels 1,2 --num 8 --mode hybrid --timeout-s "${TIMEOUT_S:-150}"
-    left=$((total - (SECONDS - start)))
-    [ "$left" -gt 40 ] && timeout "$left" python3 benchmarks/gpu_profile.py --mode strict \
-        --programs "$res/loads_p.jsonl" --levels 5 --budget-s $((left - 15)) \
-        --out "$res/profile_loads" > "$res/profile_loads.log" 2>&1 ;;
-  search_refresh_l5)  # one GPU: the strict level-5 searches whose programs' translations changed
-    # after they ran, again (see refresh_l5_search)
-    refresh_l5_search ;;
+    rejudge loads 130 40 "L5-1 L5-7 L2-972 L5-2 L1-53 L2-3342 L20-27 L20-22" "L1-53 L2-972" "L5-1" ;;
   search_refresh_l20)  # one GPU: the strict level-20 searches, again, the programs whose whole
     # translation changed most since they ran first; the verdict cache starts from the earlier ones
     pick "$res/refresh_l20.jsonl" L20-25 L20-0 L20-37 L20-22 L20-26 L20-27
