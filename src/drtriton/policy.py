@@ -28,6 +28,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
+from drtriton.program import parse_python
+
 SYSTEM_PROMPT = (
     "You are an expert GPU kernel engineer. You rewrite PyTorch programs as fast, correct "
     "Triton kernels."
@@ -117,7 +119,7 @@ def parse_answer(text: str) -> str:
 
 def _parses(source: str) -> bool:
     try:
-        ast.parse(source)
+        parse_python(source)
     except SyntaxError:
         return False
     return True
@@ -126,7 +128,7 @@ def _parses(source: str) -> bool:
 def _checked(source: str) -> str:
     source = source.strip() + "\n"
     try:
-        tree = ast.parse(source)
+        tree = parse_python(source)
     except SyntaxError as exc:
         raise AnswerParseError(f"syntax error: {exc.msg} (line {exc.lineno})") from None
     if not any(isinstance(n, ast.ClassDef) and n.name == "ModelNew" for n in tree.body):

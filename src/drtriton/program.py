@@ -8,6 +8,7 @@ judge's sandbox (``drtriton.judge``).
 
 from __future__ import annotations
 
+import ast
 import random
 import threading
 import types
@@ -21,6 +22,19 @@ REQUIRED_NAMES = ("Model", "get_inputs", "get_init_inputs")
 # tracing at once break each other ("module is not installed as a submodule"). Every fx trace in
 # the project (compiler capture, fragment search) holds this lock.
 FX_TRACE_LOCK = threading.Lock()
+
+
+# CPython 3.11 keeps the AST constructor's recursion depth per interpreter, not per thread: two
+# threads in ast.parse at once (a CPU bench with two judge slots: one compiling, one checking a
+# candidate) failed with "SystemError: AST constructor recursion depth mismatch". Every parse in
+# the project goes through parse_python.
+_AST_LOCK = threading.Lock()
+
+
+def parse_python(source: str, mode: str = "exec") -> ast.AST:
+    """``ast.parse`` under the process-wide lock that keeps parses in different threads apart."""
+    with _AST_LOCK:
+        return ast.parse(source, mode=mode)
 
 
 class ProgramError(ValueError):

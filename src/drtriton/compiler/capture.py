@@ -19,7 +19,7 @@ import torch.fx as fx
 from torch.fx.passes.shape_prop import ShapeProp
 
 from drtriton.compiler.config import UnsupportedOperatorError
-from drtriton.program import load_program
+from drtriton.program import load_program, parse_python
 
 FILENAME = "drtriton-reference"
 
@@ -118,7 +118,7 @@ class _TorchNames(ast.NodeTransformer):
         target = self.aliases.get(node.id)
         if target is None or target == node.id:
             return node
-        expr = ast.parse(target, mode="eval").body
+        expr = parse_python(target, mode="eval").body
         return ast.copy_location(expr, node)
 
     def visit_Call(self, node: ast.Call):
@@ -142,14 +142,14 @@ def _aliases(tree: ast.Module) -> dict[str, str]:
 
 def extract_init(source: str) -> tuple[str, str]:
     """``Model.__init__`` rewritten for ``ModelNew``, plus the module-level names it needs."""
-    tree = ast.parse(source)
+    tree = parse_python(source)
     aliases = _aliases(tree)
     bad = {k: v for k, v in aliases.items() if not (v == "torch" or v.startswith("torch."))}
     model = next(s for s in tree.body if isinstance(s, ast.ClassDef) and s.name == "Model")
     init = next((s for s in model.body if isinstance(s, ast.FunctionDef) and s.name == "__init__"),
                 None)
     if init is None:
-        init = ast.parse("def __init__(self):\n    super().__init__()").body[0]
+        init = parse_python("def __init__(self):\n    super().__init__()").body[0]
     fixer = _TorchNames(aliases)
     # module-level definitions the constructor may use: literal constants and helper classes
     defs: dict[str, ast.stmt] = {}

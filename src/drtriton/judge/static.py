@@ -10,6 +10,8 @@ from __future__ import annotations
 import ast
 from dataclasses import dataclass
 
+from drtriton.program import parse_python
+
 _TORCH_ROOTS = {"torch", "F", "nn", "np", "numpy"}
 
 
@@ -21,7 +23,7 @@ class StaticFinding:
 
 def check_source(source: str, mode: str = "strict") -> StaticFinding | None:
     try:
-        tree = ast.parse(source)
+        tree = parse_python(source)
     except SyntaxError as exc:
         return StaticFinding("compile_error", f"syntax error: {exc.msg} (line {exc.lineno})")
     for node in ast.walk(tree):

@@ -18,6 +18,7 @@ from pathlib import Path
 
 from drtriton.judge.config import JudgeConfig
 from drtriton.judge.pool import JudgePool
+from drtriton.program import parse_python
 
 REPO = Path(__file__).resolve().parents[3]
 ADVERSARIAL_DIR = REPO / "tests" / "adversarial"
@@ -50,9 +51,9 @@ def load_cases(
     for path in sorted(adversarial.glob("*.py")) + sorted(cases.glob("legit_*.py")):
         text = path.read_text()
         try:
-            tree = ast.parse(text)
+            tree = parse_python(text)
         except SyntaxError:  # a syntax-error case states its expectation in a comment-free way
-            tree = ast.parse("\n".join(ln for ln in text.splitlines() if ln.startswith("EXPECTED")))
+            tree = parse_python("\n".join(ln for ln in text.splitlines() if ln.startswith("EXPECTED")))
         expected = _constant(tree, "EXPECTED") or "correct"
         if isinstance(expected, dict):
             expected = expected["cuda" if device.startswith("cuda") else "cpu"]

@@ -7,6 +7,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from drtriton.judge import Verdict
+from drtriton.program import parse_python
 from drtriton.search.fragments import Fragment, Traced, least_cost_cover
 
 
@@ -31,7 +32,7 @@ def verdict_cost(verdict: Verdict) -> float:
 
 def _rename_apart(candidate: str, prefix: str) -> tuple[list[str], str]:
     """Prefix every top-level name a candidate defines; return (its imports, the rest)."""
-    tree = ast.parse(candidate)
+    tree = parse_python(candidate)
     imports = [ast.unparse(s) for s in tree.body if isinstance(s, ast.Import | ast.ImportFrom)]
     body = [s for s in tree.body if not isinstance(s, ast.Import | ast.ImportFrom)]
     defined: set[str] = set()

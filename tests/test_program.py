@@ -1,0 +1,50 @@
+"""drtriton.program: parsing Python source safely from several threads."""
+
+import threading
+from pathlib import Path
+
+from drtriton.program import parse_python
+
+SRC = Path(__file__).parent.parent / "src" / "drtriton"
+
+
+def test_every_parse_in_the_project_goes_through_the_locked_parser():
+    # Regression: a CPU bench with two judge slots failed with "SystemError: AST constructor
+    # recursion depth mismatch" (CPython 3.11 counts that depth per interpreter, not per thread).
+    bare = [str(p.relative_to(SRC)) for p in SRC.rglob("*.py")
+            if p.name != "program.py" and "ast.parse(" in p.read_text()]
+    assert not bare, f"call drtriton.program.parse_python instead of ast.parse in {bare}"
+
+
+class _Cycle:
+    def __del__(self):  # collected by the cyclic GC, which runs Python code inside a parse
+        sum(range(20))
+
+
+def test_parses_in_several_threads_with_the_collector_running_agree():
+    # Three threads parse while a fourth makes cyclic garbage, so the collector runs __del__
+    # (Python code) in the middle of a parse: with bare ast.parse this failed in 2 of 3 runs here.
+    source = (SRC / "compiler" / "lower.py").read_text()
+    expected = len(parse_python(source).body)
+    errors = []
+
+    def churn():
+        for _ in range(3000):
+            junk = [_Cycle() for _ in range(50)]
+            for j in junk:
+                j.me = j
+            del junk
+
+    def parse():
+        for _ in range(15):
+            try:
+                assert len(parse_python(source).body) == expected
+            except (SystemError, AssertionError) as exc:
+                errors.append(repr(exc))
+
+    threads = [threading.Thread(target=churn)] + [threading.Thread(target=parse) for _ in range(3)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not errors
