@@ -351,26 +351,20 @@ def finish_1d(w: Writer, units: int, key: str, configs: list[tuple[int, int]], e
     """Launch over ceil(units / key) programs. CUDA: autotune over ``configs`` ((value, warps))
     when the kernel touches ``elems`` >= SMALL_WORK elements, else the middle config, fixed.
     CPU (interpreter): ``cpu_value``, fixed."""
-    if w.blocks.tune and elems >= SMALL_WORK:
-        tune = [tune_config({key: v}, wp) for v, wp in configs]
-        return w.finish(f'lambda META: (triton.cdiv({units}, META["{key}"]),)', {}, units, tune)
-    if w.blocks.tune:
-        value, warps = configs[len(configs) // 2]
-        kernel = w.finish(f"({-(-units // value)},)", {key: value}, units, None)
-        kernel.warps = warps
-        return kernel
-    return w.finish(f"({-(-units // cpu_value)},)", {key: cpu_value}, units, None)
+    return finish_blocks(w, [[(units, key)]], units, {key: cpu_value},
+                         [({key: v}, wp) for v, wp in configs], tune_small=False, elems=elems)
 
 
 GridAxis = int | list[tuple[int, str]]  # a fixed count, or a product of ceil(units / block)
 
 
 def finish_blocks(w: Writer, axes: list[GridAxis], work: int, cpu: dict[str, int],
-                  configs: list[tuple[dict[str, int], int]], tune_small: bool = True) -> Kernel:
+                  configs: list[tuple[dict[str, int], int]], tune_small: bool = True,
+                  elems: int | None = None) -> Kernel:
     """Launch a grid whose axes count blocks: e.g. ``[[(M, "BM")], 1, G]``, or one axis of
     ``[(cols, "BC"), (rows, "BR")]`` tiles. CUDA: autotune over ``configs`` ((constants, warps));
-    with ``tune_small`` False, a kernel touching under SMALL_WORK elements takes the middle config,
-    fixed. CPU (interpreter): ``cpu``, fixed."""
+    with ``tune_small`` False, a kernel touching under SMALL_WORK elements (``elems``, default
+    ``work``) takes the middle config, fixed. CPU (interpreter): ``cpu``, fixed."""
     def grid(consts: dict[str, int] | None) -> str:
         parts = [str(a) if isinstance(a, int) else
                  str(math.prod(-(-u // consts[k]) for u, k in a)) if consts else
@@ -379,7 +373,7 @@ def finish_blocks(w: Writer, axes: list[GridAxis], work: int, cpu: dict[str, int
 
     if not w.blocks.tune:
         return w.finish(grid(cpu), cpu, work, None)
-    if not tune_small and work < SMALL_WORK:
+    if not tune_small and (work if elems is None else elems) < SMALL_WORK:
         consts, warps = configs[len(configs) // 2]
         kernel = w.finish(grid(consts), consts, work, None)
         kernel.warps = warps
