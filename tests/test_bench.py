@@ -261,16 +261,16 @@ def test_hybrid_bench_reuses_correct_strict_verdicts_of_identical_kernels(tmp_pa
 def test_reference_filters_wait_for_fx_tracing():
     """Regression: the filters run a reference eagerly in the bench's process; a candidate traced
     by another thread at the same time (torch.fx patches Module.__call__ globally) broke them on
-    the H200 (NameError in one run, another reason in the next). They take the fx lock."""
+    the H200 (NameError in one run, another reason in the next). They take TORCH_STATE_LOCK."""
     import threading
 
     from drtriton.bench.run import run_filters
-    from drtriton.program import FX_TRACE_LOCK
+    from drtriton.program import TORCH_STATE_LOCK
     from drtriton.synth import SynthConfig, synthesize
 
     (record,) = synthesize(SynthConfig(level=2, num=1, seed=3))
     result = []
-    with FX_TRACE_LOCK:
+    with TORCH_STATE_LOCK:
         worker = threading.Thread(target=lambda: result.append(run_filters(record, "cpu")))
         worker.start()
         worker.join(timeout=1.0)

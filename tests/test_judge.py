@@ -110,6 +110,95 @@ def test_reference_runs_with_matching_seeds():
     assert torch.equal(a.outputs[0][0], c.outputs[0][0])
 
 
+_PAUSING_REFERENCE = """
+import builtins
+import torch
+
+
+class Model(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.scale = torch.nn.Parameter(torch.randn(64))
+
+    def forward(self, x, y):
+        return self.scale * x + y
+
+
+def get_inputs():
+    x = torch.randn(64)
+    getattr(builtins, "drtriton_test_pause", lambda: None)()  # the test's window, between draws
+    return [x, torch.randn(64)]
+
+
+def get_init_inputs():
+    return []
+"""
+
+_TRACED_PROGRAM = """
+import torch
+
+
+class Model(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.lin = torch.nn.Linear(256, 256)
+
+    def forward(self, x):
+        return torch.relu(self.lin(x))
+
+
+def get_inputs():
+    return [torch.randn(4, 256)]
+
+
+def get_init_inputs():
+    return []
+"""
+
+
+def _compile_traced_program():
+    from drtriton.compiler import compile_program
+
+    compile_program(_TRACED_PROGRAM)
+
+
+def _draw_seeded_inputs():
+    from drtriton.program import load_program, make_inputs
+
+    make_inputs(load_program(_TRACED_PROGRAM), 5, "cpu")
+
+
+@pytest.mark.parametrize("meanwhile", [_compile_traced_program, _draw_seeded_inputs])
+def test_reference_run_is_not_disturbed_by_another_thread(monkeypatch, meanwhile):
+    """Regression: the bench compiles one problem while its other judge slot runs a reference.
+    The compile's seeded model init moved the reference's input stream (a correct candidate was
+    rejected: "inputs differ"), and its fx trace broke the eager run ("NameError: module is not
+    installed as a submodule"). Both hold TORCH_STATE_LOCK now: the other thread waits."""
+    import builtins
+    import threading
+
+    inside, compiled = threading.Event(), threading.Event()
+
+    def pause():
+        inside.set()
+        compiled.wait(timeout=1.0)  # with the lock the compile cannot run here: time out
+
+    def compile_meanwhile():
+        inside.wait(timeout=30)
+        meanwhile()
+        compiled.set()
+
+    clean = run_reference(_PAUSING_REFERENCE, JudgeConfig(), "cpu", [1, 2], model_seed=7)
+    monkeypatch.setattr(builtins, "drtriton_test_pause", pause, raising=False)
+    worker = threading.Thread(target=compile_meanwhile)
+    worker.start()
+    raced = run_reference(_PAUSING_REFERENCE, JudgeConfig(), "cpu", [1, 2], model_seed=7)
+    worker.join(timeout=60)
+    assert compiled.is_set()
+    assert raced.fingerprints == clean.fingerprints
+    assert all(torch.equal(a[0], b[0]) for a, b in zip(raced.outputs, clean.outputs, strict=True))
+
+
 def test_invalid_reference_raises_program_error():
     with pytest.raises(ProgramError):
         run_reference("x = 1\n", JudgeConfig(), "cpu", [1], 0)

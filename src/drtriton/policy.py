@@ -28,7 +28,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from drtriton.program import parse_python
+from drtriton.program import TORCH_STATE_LOCK, parse_python
 
 SYSTEM_PROMPT = (
     "You are an expert GPU kernel engineer. You rewrite PyTorch programs as fast, correct "
@@ -197,23 +197,26 @@ def sample_token_ids(
     for i, p in enumerate(prompts):
         ids[i, width - len(p):] = torch.tensor(p)
         mask[i, width - len(p):] = 1
-    if sampling.seed is not None:
-        torch.manual_seed(sampling.seed)
-    was_training = model.training
-    model.eval()
-    with torch.no_grad():
-        out = model.generate(
-            input_ids=ids.to(device),
-            attention_mask=mask.to(device),
-            do_sample=sampling.temperature > 0,
-            temperature=sampling.temperature if sampling.temperature > 0 else None,
-            top_p=sampling.top_p,
-            max_new_tokens=sampling.max_new_tokens,
-            num_return_sequences=n,
-            pad_token_id=pad,
-            eos_token_id=tokenizer.eos_token_id,
-        )
-    model.train(was_training)
+    # Sampling draws from torch's default generator, which a judge thread in this process seeds
+    # for its inputs: generation holds the process lock (see TORCH_STATE_LOCK), even unseeded.
+    with TORCH_STATE_LOCK:
+        if sampling.seed is not None:
+            torch.manual_seed(sampling.seed)
+        was_training = model.training
+        model.eval()
+        with torch.no_grad():
+            out = model.generate(
+                input_ids=ids.to(device),
+                attention_mask=mask.to(device),
+                do_sample=sampling.temperature > 0,
+                temperature=sampling.temperature if sampling.temperature > 0 else None,
+                top_p=sampling.top_p,
+                max_new_tokens=sampling.max_new_tokens,
+                num_return_sequences=n,
+                pad_token_id=pad,
+                eos_token_id=tokenizer.eos_token_id,
+            )
+        model.train(was_training)
     completions = out[:, width:].tolist()
     result = []
     for i in range(len(prompts)):

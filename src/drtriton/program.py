@@ -18,10 +18,15 @@ import torch
 
 REQUIRED_NAMES = ("Model", "get_inputs", "get_init_inputs")
 
-# torch.fx's symbolic tracer patches torch functions globally while it traces, so two threads
-# tracing at once break each other ("module is not installed as a submodule"). Every fx trace in
-# the project (compiler capture, fragment search) holds this lock.
-FX_TRACE_LOCK = threading.Lock()
+# torch keeps state process-wide that two threads of this process must not use at once:
+# - torch.fx's symbolic tracer patches Module.__call__ and torch functions globally while it
+#   traces; another thread's eager run fails ("module is not installed as a submodule": the judge
+#   called a valid reference invalid while the bench compiled the next problem);
+# - the default random generators: a draw in one thread moves another thread's seeded stream (the
+#   judge rejected a correct candidate because the sandbox's inputs "differ" from its own).
+# Every fx trace, every seeded draw and every eager reference run in the project holds this lock.
+# Re-entrant, so a traced function may seed and build a model inside it.
+TORCH_STATE_LOCK = threading.RLock()
 
 
 # CPython 3.11 keeps the AST constructor's recursion depth per interpreter, not per thread: two
@@ -72,9 +77,9 @@ def make_inputs(module: types.ModuleType, seed: int, device: torch.device | str)
     the same values, so GPU-scale inputs (GBs) are made where they are used instead of crossing
     processes through files; ``fingerprint`` checks that they agree.
     """
-    random.seed(seed)
-    torch.manual_seed(seed)
-    with torch.device(device):
+    with TORCH_STATE_LOCK, torch.device(device):
+        random.seed(seed)
+        torch.manual_seed(seed)
         values = list(module.get_inputs())
     return [x.to(device) if isinstance(x, torch.Tensor) else x for x in values]
 
@@ -98,11 +103,12 @@ def run_program(
     module: types.ModuleType, seed: int, device: torch.device | str = "cpu"
 ) -> tuple[list[torch.Tensor], tuple[torch.Tensor, ...]]:
     """Build ``Model`` and inputs under ``seed`` (as KernelBench does) and run it once."""
-    torch.manual_seed(seed)
-    init_inputs = module.get_init_inputs()
-    model = module.Model(*init_inputs).to(device)
-    torch.manual_seed(seed + 1)
-    inputs = [x.to(device) if isinstance(x, torch.Tensor) else x for x in module.get_inputs()]
-    with torch.no_grad():
-        outputs = as_output_tuple(model(*inputs))
+    with TORCH_STATE_LOCK:
+        torch.manual_seed(seed)
+        init_inputs = module.get_init_inputs()
+        model = module.Model(*init_inputs).to(device)
+        torch.manual_seed(seed + 1)
+        inputs = [x.to(device) if isinstance(x, torch.Tensor) else x for x in module.get_inputs()]
+        with torch.no_grad():
+            outputs = as_output_tuple(model(*inputs))
     return inputs, outputs

@@ -68,16 +68,16 @@ def _invalid_reference(problem: Problem, device: str) -> str | None:
 
 
 def run_filters(record, device: str) -> str | None:
-    """The synthesis filters on real data, run eagerly in this process. Held under the fx lock:
+    """The synthesis filters on real data, run eagerly in this process. Held under TORCH_STATE_LOCK:
     torch.fx patches torch functions globally while another thread compiles a candidate, and an
     eager run that overlaps it fails (a level-20 reference on the H200 got ``NameError`` in the
     strict run and ``ill_conditioned`` in the hybrid one)."""
     import torch
 
-    from drtriton.program import FX_TRACE_LOCK
+    from drtriton.program import TORCH_STATE_LOCK
     from drtriton.synth import check_program
 
-    with _FILTER_LOCK, FX_TRACE_LOCK:
+    with _FILTER_LOCK, TORCH_STATE_LOCK:
         reason = check_program(record, "run", device)
     torch.cuda.empty_cache()  # the filters' tensors must not crowd the judge's sandboxes
     return reason

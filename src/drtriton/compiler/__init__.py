@@ -19,7 +19,7 @@ from drtriton.compiler.capture import capture
 from drtriton.compiler.config import CompilerConfig, UnsupportedOperatorError
 from drtriton.compiler.emit import emit
 from drtriton.compiler.lower import Lowering
-from drtriton.program import FX_TRACE_LOCK
+from drtriton.program import TORCH_STATE_LOCK
 
 __all__ = ["CompilerConfig", "UnsupportedOperatorError", "compile_program", "kernel_body"]
 
@@ -33,7 +33,7 @@ def kernel_body(candidate: str) -> str:
 def compile_program(source: str, config: CompilerConfig | None = None) -> str:
     """Compile a KernelBench-format reference into candidate source text defining ``ModelNew``."""
     config = config or CompilerConfig()
-    with FX_TRACE_LOCK:  # tracing (and lowering its graph) is not thread-safe
+    with TORCH_STATE_LOCK:  # tracing (and lowering its graph) is not thread-safe
         cap = capture(source)
         prog = Lowering(cap, config).run()
         if config.mode == "hybrid" and not prog.kernels:

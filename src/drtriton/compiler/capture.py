@@ -19,7 +19,7 @@ import torch.fx as fx
 from torch.fx.passes.shape_prop import ShapeProp
 
 from drtriton.compiler.config import UnsupportedOperatorError
-from drtriton.program import load_program, parse_python
+from drtriton.program import TORCH_STATE_LOCK, load_program, parse_python
 
 FILENAME = "drtriton-reference"
 
@@ -50,25 +50,26 @@ def node_line(node: fx.Node, lines: list[str]) -> tuple[int, str]:
 
 
 def capture(source: str) -> Captured:
-    module = load_program(source, FILENAME)
-    init_inputs = list(module.get_init_inputs())
-    torch.manual_seed(0)
-    model = module.Model(*init_inputs)
-    tracer = fx.Tracer()
-    tracer.record_stack_traces = True
-    try:
-        graph = tracer.trace(model)
-    except Exception as exc:  # data-dependent control flow, untraceable calls, ...
-        raise UnsupportedOperatorError(
-            "forward", 0, "", f"cannot trace forward(): {type(exc).__name__}: {exc}"
-        ) from exc
-    gm = fx.GraphModule(tracer.root, graph)
-    inputs = meta_inputs(module)
-    if inputs is None or not propagate_on_meta(gm, inputs):
-        # some op without a meta kernel (or inputs that need data): run the real thing once
-        inputs = list(module.get_inputs())
-        with torch.no_grad():
-            ShapeProp(gm).propagate(*inputs)
+    with TORCH_STATE_LOCK:  # a seed, a trace and eager shape runs: see its comment
+        module = load_program(source, FILENAME)
+        init_inputs = list(module.get_init_inputs())
+        torch.manual_seed(0)
+        model = module.Model(*init_inputs)
+        tracer = fx.Tracer()
+        tracer.record_stack_traces = True
+        try:
+            graph = tracer.trace(model)
+        except Exception as exc:  # data-dependent control flow, untraceable calls, ...
+            raise UnsupportedOperatorError(
+                "forward", 0, "", f"cannot trace forward(): {type(exc).__name__}: {exc}"
+            ) from exc
+        gm = fx.GraphModule(tracer.root, graph)
+        inputs = meta_inputs(module)
+        if inputs is None or not propagate_on_meta(gm, inputs):
+            # some op without a meta kernel (or inputs that need data): run the real thing once
+            inputs = list(module.get_inputs())
+            with torch.no_grad():
+                ShapeProp(gm).propagate(*inputs)
     names = [n.target for n in gm.graph.nodes if n.op == "placeholder"]
     init_src, preamble = extract_init(source)
     return Captured(gm, model, source.splitlines(), init_src, preamble, names, inputs)

@@ -20,7 +20,6 @@ import secrets
 import shutil
 import signal
 import tempfile
-import threading
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -33,6 +32,7 @@ from drtriton.judge.sandbox import JobResult, Sandbox
 from drtriton.judge.static import check_source
 from drtriton.judge.verdict import Verdict
 from drtriton.program import (
+    TORCH_STATE_LOCK,
     ProgramError,
     as_output_tuple,
     fingerprint,
@@ -60,12 +60,11 @@ class Reference:
 
 @dataclass(frozen=True)
 class Slot:
-    """What a judge call needs from its pool: a sandbox, its devices and a lock for the RNG."""
+    """What a judge call needs from its pool: a sandbox and its devices."""
 
     sandbox: Sandbox
     judge_device: str  # where the reference runs in this process (e.g. cuda:1)
     child_device: str  # the same GPU as the child sees it (e.g. cuda)
-    rng_lock: threading.Lock
     environment: dict
 
 
@@ -87,26 +86,28 @@ def run_reference(
 ) -> Reference:
     """Build ``Model`` under ``model_seed`` and run it on inputs made under each of ``seeds``.
 
-    Inputs are drawn on ``device`` (``make_inputs``) and only their fingerprints are kept.
+    Inputs are drawn on ``device`` (``make_inputs``) and only their fingerprints are kept. Holds
+    ``TORCH_STATE_LOCK`` throughout: the seeds, the model and the eager run are this thread's.
     """
-    module = load_program(source, "reference")
-    try:
-        torch.manual_seed(model_seed)
-        init = list(module.get_init_inputs())
-        torch.manual_seed(model_seed)
-        model = module.Model(*init).to(device)
-        prints, outputs = [], []
-        with torch.no_grad(), precision(config.allows_tf32):
-            for seed in seeds:
-                xs = make_inputs(module, seed, device)
-                prints.append(fingerprint(xs))
-                out = as_output_tuple(model(*xs))
-                outputs.append(tuple(t.detach().to("cpu", copy=True) for t in out))
-                del xs, out
-    except ProgramError:
-        raise
-    except Exception as exc:
-        raise InvalidReferenceError(f"reference: {type(exc).__name__}: {exc}") from exc
+    with TORCH_STATE_LOCK:
+        module = load_program(source, "reference")
+        try:
+            torch.manual_seed(model_seed)
+            init = list(module.get_init_inputs())
+            torch.manual_seed(model_seed)
+            model = module.Model(*init).to(device)
+            prints, outputs = [], []
+            with torch.no_grad(), precision(config.allows_tf32):
+                for seed in seeds:
+                    xs = make_inputs(module, seed, device)
+                    prints.append(fingerprint(xs))
+                    out = as_output_tuple(model(*xs))
+                    outputs.append(tuple(t.detach().to("cpu", copy=True) for t in out))
+                    del xs, out
+        except ProgramError:
+            raise
+        except Exception as exc:
+            raise InvalidReferenceError(f"reference: {type(exc).__name__}: {exc}") from exc
     return Reference(source, model_seed, [_cpu(x) for x in init], list(seeds), prints, outputs)
 
 
@@ -308,7 +309,7 @@ def judge_pair(
     clock = PhaseClock()
     seed = config.seed if config.seed is not None else secrets.randbits(31)
     seeds = [seed + 1 + k for k in range(config.trials)]
-    with slot.rng_lock, clock("reference"):  # torch's global RNG: one reference at a time
+    with clock("reference"):
         ref = run_reference(reference_source, config, slot.judge_device, seeds, seed)
 
     def verdict(status: str, reason: str = "", **fields) -> Verdict:
@@ -403,7 +404,7 @@ def _judge_in(
 def _time_on_cuda(work, ref, candidate, config, slot, verdict, common, cache, clock) -> Verdict:
     seed = ref.model_seed + 1000
     seeds = [seed + k for k in range(config.input_sets)]
-    with slot.rng_lock, clock("reference"):
+    with clock("reference"):
         tref = run_reference(ref.source, config, slot.judge_device, seeds, ref.model_seed)
     cand_dir, ref_dir = work / "time-candidate", work / "time-reference"
     spec = _job_spec("candidate_timing", config, slot, tref)

@@ -35,9 +35,8 @@ class JudgePool:
             raise ValueError("device cuda requested but no CUDA GPU is visible")
         root = config.scratch_dir or default_scratch_root()
         self._scratch = tempfile.mkdtemp(prefix="drtriton-judge-", dir=root)
-        lock = threading.Lock()
         self._slots: queue.Queue[Slot] = queue.Queue()
-        slots = [self._make_slot(i, device, workers, lock) for i in range(_count(device, workers))]
+        slots = [self._make_slot(i, device, workers) for i in range(_count(device, workers))]
         try:
             _start_all([s.sandbox for s in slots])
         except Exception:
@@ -47,18 +46,18 @@ class JudgePool:
             self._slots.put(slot)
         self.size = len(slots)
 
-    def _make_slot(self, i: int, device: str, workers: int | None, lock) -> Slot:
+    def _make_slot(self, i: int, device: str, workers: int | None) -> Slot:
         scratch = os.path.join(self._scratch, f"slot{i}")
         limit = int(self.config.memory_limit_gb * (1 << 30))
         cap = self.config.output_cap_bytes
         if device == "cpu":
             box = Sandbox("cpu", scratch, None, limit, cap)
-            return Slot(box, "cpu", "cpu", lock, environment_record(self.config, "cpu"))
+            return Slot(box, "cpu", "cpu", environment_record(self.config, "cpu"))
         index = int(device.split(":")[1]) if ":" in device else i
         box = Sandbox("cuda", scratch, index, limit, cap)
         judge_device = f"cuda:{index}"
         # The child sees only this GPU (CUDA_VISIBLE_DEVICES), as its device 0.
-        return Slot(box, judge_device, "cuda:0", lock, environment_record(self.config, judge_device))
+        return Slot(box, judge_device, "cuda:0", environment_record(self.config, judge_device))
 
     def verify(self, reference_source: str, candidate_source: str) -> Verdict:
         slot = self._slots.get()

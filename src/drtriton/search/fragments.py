@@ -12,7 +12,7 @@ from dataclasses import dataclass
 import torch
 import torch.fx as fx
 
-from drtriton.program import FX_TRACE_LOCK, load_program
+from drtriton.program import TORCH_STATE_LOCK, load_program
 
 _GETTERS = (operator.getitem, getattr)  # tie a tuple/namedtuple result to its producer
 
@@ -58,15 +58,15 @@ def trace(source: str) -> Traced:
 
     from drtriton.compiler.capture import meta_inputs, propagate_on_meta
 
-    module = load_program(source, "search_reference")
-    torch.manual_seed(0)
-    model = module.Model(*module.get_init_inputs())
-    with FX_TRACE_LOCK:
+    with TORCH_STATE_LOCK:  # seeds, a trace and eager shape runs: see its comment
+        module = load_program(source, "search_reference")
+        torch.manual_seed(0)
+        model = module.Model(*module.get_init_inputs())
         gm = fx.symbolic_trace(model)
-    inputs = meta_inputs(module)  # shapes from meta tensors: a GPU-scale program took minutes on the CPU
-    if inputs is None or not propagate_on_meta(gm, inputs):  # an op without a meta kernel
-        torch.manual_seed(1)
-        ShapeProp(gm).propagate(*module.get_inputs())
+        inputs = meta_inputs(module)  # meta tensors: a GPU-scale program took minutes on the CPU
+        if inputs is None or not propagate_on_meta(gm, inputs):  # an op without a meta kernel
+            torch.manual_seed(1)
+            ShapeProp(gm).propagate(*module.get_inputs())
     has_params = any(True for _ in model.parameters()) or any(True for _ in model.buffers())
     constructor = _constructor(source, module) if has_params else None
     nodes = [
