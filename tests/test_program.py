@@ -1,5 +1,6 @@
 """drtriton.program: parsing Python source safely from several threads."""
 
+import ast
 import threading
 from pathlib import Path
 
@@ -14,6 +15,26 @@ def test_every_parse_in_the_project_goes_through_the_locked_parser():
     bare = [str(p.relative_to(SRC)) for p in SRC.rglob("*.py")
             if p.name != "program.py" and "ast.parse(" in p.read_text()]
     assert not bare, f"call drtriton.program.parse_python instead of ast.parse in {bare}"
+
+
+def _string_literal_evals(path: Path) -> list[str]:
+    """``ast.literal_eval`` calls in ``path`` that may parse a string: their argument is neither
+    a node's field (``node.value``) nor ``parse_python(...)``."""
+    found = []
+    for node in ast.walk(parse_python(path.read_text())):
+        if isinstance(node, ast.Call) and ast.unparse(node.func) == "ast.literal_eval":
+            arg = node.args[0]
+            parsed = isinstance(arg, ast.Call) and ast.unparse(arg.func) == "parse_python"
+            if not (parsed or isinstance(arg, ast.Attribute)):
+                found.append(f"{path.relative_to(SRC)}:{node.lineno}")
+    return found
+
+
+def test_literal_eval_of_text_goes_through_the_locked_parser():
+    # Regression: ast.literal_eval(text) parses text with ast.parse, bypassing the lock
+    # (search/fragments.py did).
+    found = [line for p in SRC.rglob("*.py") for line in _string_literal_evals(p)]
+    assert not found, f"use ast.literal_eval(parse_python(text, mode='eval')) at {found}"
 
 
 class _Cycle:

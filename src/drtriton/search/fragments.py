@@ -12,7 +12,7 @@ from dataclasses import dataclass
 import torch
 import torch.fx as fx
 
-from drtriton.program import TORCH_STATE_LOCK, load_program
+from drtriton.program import TORCH_STATE_LOCK, load_program, parse_python
 
 _GETTERS = (operator.getitem, getattr)  # tie a tuple/namedtuple result to its producer
 
@@ -90,7 +90,7 @@ def _constructor(source: str, module) -> Constructor | None:
     init_inputs = list(module.get_init_inputs())
     text = repr(init_inputs)
     try:
-        if ast.literal_eval(text) != init_inputs:
+        if ast.literal_eval(parse_python(text, mode="eval")) != init_inputs:
             return None
     except (ValueError, SyntaxError):
         return None
