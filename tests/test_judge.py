@@ -63,9 +63,9 @@ def test_compare_shape_dtype_nan_inf_exact():
 
 
 def test_compare_is_chunked_and_still_sees_every_element(monkeypatch):
-    import drtriton.judge.core as core
+    import drtriton.judge.compare as compare
 
-    monkeypatch.setattr(core, "COMPARE_CHUNK", 4)
+    monkeypatch.setattr(compare, "COMPARE_CHUNK", 4)
     e = torch.arange(10, dtype=torch.float32).reshape(2, 5)
     far = e.clone()
     far[1, 4] += 0.5  # in the last, short chunk

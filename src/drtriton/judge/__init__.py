@@ -7,8 +7,9 @@
 See docs/judge.md for what is checked, the presets and modes, and the adversarial suite.
 """
 
+from drtriton.judge.compare import compare_outputs
 from drtriton.judge.config import PRESETS, TOLERANCES, JudgeConfig
-from drtriton.judge.core import InvalidReferenceError, compare_outputs
+from drtriton.judge.core import InvalidReferenceError
 from drtriton.judge.pool import JudgePool, verify, verify_many
 from drtriton.judge.verdict import STATUSES, Verdict
 
