@@ -1,4 +1,4 @@
-"""drtriton.program: parsing Python source safely from several threads."""
+"""drtriton.program: parsing source and seeding torch safely from several threads of one process."""
 
 import ast
 import threading
@@ -69,3 +69,29 @@ def test_parses_in_several_threads_with_the_collector_running_agree():
     for t in threads:
         t.join()
     assert not errors
+
+
+def _unlocked_seeds(path: Path) -> list[str]:
+    """``torch.manual_seed`` calls in ``path`` outside a ``with TORCH_STATE_LOCK`` block."""
+    found = []
+
+    def visit(node: ast.AST, locked: bool) -> None:
+        if isinstance(node, ast.With):
+            locked = locked or any("TORCH_STATE_LOCK" in ast.unparse(i.context_expr)
+                                   for i in node.items)
+        if isinstance(node, ast.Call) and ast.unparse(node.func) == "torch.manual_seed" and not locked:
+            found.append(f"{path.relative_to(SRC)}:{node.lineno}")
+        for child in ast.iter_child_nodes(node):
+            visit(child, locked)
+
+    visit(parse_python(path.read_text()), False)
+    return found
+
+
+def test_every_seed_in_the_judges_process_holds_the_torch_state_lock():
+    # Regression: the compiler seeded and built a model in one bench thread between the judge's
+    # seed and its draws in another, and a correct candidate was rejected ("inputs differ").
+    # judge/worker.py runs in the sandboxed child, a process of its own.
+    found = [line for p in SRC.rglob("*.py") if p.name != "worker.py"
+             for line in _unlocked_seeds(p)]
+    assert not found, f"seed under drtriton.program.TORCH_STATE_LOCK at {found}"

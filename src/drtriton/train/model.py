@@ -15,6 +15,7 @@ from pathlib import Path
 
 import drtriton
 from drtriton.policy import SYSTEM_PROMPT, TASK_TEMPLATE
+from drtriton.program import TORCH_STATE_LOCK
 
 SPECIAL_TOKENS = ("<|endoftext|>", "<|im_start|>", "<|im_end|>")
 # ChatML, as Qwen2 uses it; the assistant turn ends with <|im_end|>, which is also eos.
@@ -95,8 +96,9 @@ def init_model(out: str | Path, preset: str = "tiny", seed: int = 0) -> Path:
         bos_token_id=None,
         **arch,
     )
-    torch.manual_seed(seed)
-    model = Qwen2ForCausalLM(config)
+    with TORCH_STATE_LOCK:  # a seeded init: see its comment
+        torch.manual_seed(seed)
+        model = Qwen2ForCausalLM(config)
     model.generation_config.eos_token_id = tokenizer.eos_token_id
     model.generation_config.pad_token_id = tokenizer.pad_token_id
     out = Path(out)
