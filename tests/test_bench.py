@@ -186,6 +186,39 @@ def test_bench_with_an_openai_compatible_policy(tmp_path):
     assert report["config"]["policy"].startswith("openai:")
 
 
+def test_bench_loads_an_llm_policy_once(tmp_path, monkeypatch):
+    """Regression: the bench loaded its policy for every problem, so an ``hf:`` checkpoint was
+    read from disk again (and held once more in memory) per problem."""
+    import drtriton.policy
+    from drtriton.bench import BenchConfig, run_bench
+    from drtriton.policy import CompilerPolicy
+
+    loads = []
+
+    class CountedPolicy:
+        def generate(self, sources, n, sampling):
+            return [[CompilerPolicy().answer(s)] * n for s in sources]
+
+    def load(spec, device="cpu"):
+        loads.append(spec)
+        return CountedPolicy()
+
+    monkeypatch.setattr(drtriton.policy, "load_policy", load)
+    config = BenchConfig(levels=(1,), num=2, device="cpu", policy="hf:/some/checkpoint")
+    report = run_bench(config, tmp_path / "r.json")
+    assert report["summary"]["all"]["accuracy"] == 1.0
+    assert loads == ["hf:/some/checkpoint"]
+
+
+def test_bench_with_a_policy_that_cannot_load_fails_before_judging(tmp_path):
+    from drtriton.bench import BenchConfig, run_bench
+
+    config = BenchConfig(levels=(1,), num=1, device="cpu", policy="hf:/no/such/checkpoint")
+    with pytest.raises(Exception, match="no/such/checkpoint"):
+        run_bench(config, tmp_path / "r.json")
+    assert not (tmp_path / "r.json.rows.jsonl").read_text()  # no row judged without a policy
+
+
 def test_policy_generator_keeps_parsable_answers():
     from drtriton.search import policy_generator
 

@@ -127,9 +127,17 @@ def reused_row(problem: Problem, config: BenchConfig, device: str, other: dict |
 
 
 def solve_problem(
-    problem: Problem, config: BenchConfig, pool, fragment_pool=None, other_mode_row: dict | None = None
+    problem: Problem,
+    config: BenchConfig,
+    pool,
+    fragment_pool=None,
+    other_mode_row: dict | None = None,
+    policy=None,
 ) -> dict:
-    """Produce a candidate for one problem with the configured policy and judge it."""
+    """Produce a candidate for one problem with the configured policy and judge it.
+
+    ``policy`` is the loaded LLM policy when ``config.policy`` names one (``run_bench`` loads it
+    once for all problems); when None it is loaded here."""
     started = time.perf_counter()
     device = pool.config.resolved_device()
     reused = reused_row(problem, config, device, other_mode_row)
@@ -155,7 +163,8 @@ def solve_problem(
         )
         generators = [compiler_generator(config.mode, device)]
         if config.policy != "compiler":
-            generators.append(policy_generator(_policy(config, device), config.samples))
+            policy = policy or _policy(config, device)
+            generators.append(policy_generator(policy, config.samples))
         report = search(
             problem.source, search_config, generators, pool=pool, fragment_pool=fragment_pool
         )
@@ -174,7 +183,8 @@ def solve_problem(
         else:  # pass@1: the policy's first answer is the one that counts
             from drtriton.policy import Sampling, parse_answer
 
-            answer = _policy(config, device).generate([problem.source], 1, Sampling())[0][0]
+            policy = policy or _policy(config, device)
+            answer = policy.generate([problem.source], 1, Sampling())[0][0]
             candidate = parse_answer(answer)
     except Exception as exc:  # the policy produced nothing usable: counted as not correct
         return _row(
@@ -235,11 +245,16 @@ def run_bench(config: BenchConfig, out: Path, on_row=None, on_start=None) -> dic
                 on_row(done[problem.id], len(problems))
         # One problem per judge slot at a time (one per GPU): slots are the unit of parallelism.
         workers = pool.size if pool is not None else 1
+        # An LLM policy is loaded once (a checkpoint was read again for every problem), and a
+        # wrong spec or path fails here, before anything is judged.
+        policy = _policy(config, device) if todo and config.policy != "compiler" else None
         with ThreadPoolExecutor(max_workers=workers) as executor:
             def solve(problem: Problem) -> dict:
                 if on_start is not None:
                     on_start(problem.id)
-                return solve_problem(problem, config, pool, fragment_pool, other_mode.get(problem.id))
+                return solve_problem(
+                    problem, config, pool, fragment_pool, other_mode.get(problem.id), policy
+                )
 
             futures = [executor.submit(solve, p) for p in todo]
             for future in as_completed(futures):
