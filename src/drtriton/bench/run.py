@@ -7,7 +7,6 @@ import contextlib
 import dataclasses
 import functools
 import json
-import threading
 import time
 from concurrent.futures import ThreadPoolExecutor, as_completed
 from pathlib import Path
@@ -53,10 +52,6 @@ def _search_columns(report) -> dict:
     return out
 
 
-# GPU-scale filter runs hold up to tens of GB on one GPU: one at a time, whatever the threads.
-_FILTER_LOCK = threading.Lock()
-
-
 def _invalid_reference(problem: Problem, device: str) -> str | None:
     """Synthetic programs only shape-checked where they were made are run through the quality
     filters on the GPU first; a program that fails them is excluded from the metrics, and listed."""
@@ -68,16 +63,17 @@ def _invalid_reference(problem: Problem, device: str) -> str | None:
 
 
 def run_filters(record, device: str) -> str | None:
-    """The synthesis filters on real data, run eagerly in this process. Held under TORCH_STATE_LOCK:
+    """The synthesis filters on real data, run eagerly in this process under TORCH_STATE_LOCK:
     torch.fx patches torch functions globally while another thread compiles a candidate, and an
     eager run that overlaps it fails (a level-20 reference on the H200 got ``NameError`` in the
-    strict run and ``ill_conditioned`` in the hybrid one)."""
+    strict run and ``ill_conditioned`` in the hybrid one). The lock also keeps GPU-scale filter
+    runs (up to tens of GB on one GPU) one at a time, whatever the threads."""
     import torch
 
     from drtriton.program import TORCH_STATE_LOCK
     from drtriton.synth import check_program
 
-    with _FILTER_LOCK, TORCH_STATE_LOCK:
+    with TORCH_STATE_LOCK:
         reason = check_program(record, "run", device)
     torch.cuda.empty_cache()  # the filters' tensors must not crowd the judge's sandboxes
     return reason
