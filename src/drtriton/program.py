@@ -4,6 +4,9 @@ A program is Python source that defines ``class Model(nn.Module)``, ``get_inputs
 ``get_init_inputs()``; a candidate defines ``ModelNew`` with the same constructor. This module only
 loads *trusted* sources (the project's own references); untrusted candidates run only inside the
 judge's sandbox (``drtriton.judge``).
+
+It also holds the process-wide locks that keep threads of one process apart where CPython or
+torch share state between them: ``TORCH_STATE_LOCK`` (fx patches, default RNG) and the parser's.
 """
 
 from __future__ import annotations
