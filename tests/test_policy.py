@@ -155,3 +155,16 @@ def test_hf_policy_samples_n_answers(tmp_path):
     assert all(isinstance(t, str) for group in answers for t in group)
     again = policy.generate([PROGRAM] * 3, n=2, sampling=Sampling(max_new_tokens=8, seed=0))
     assert again == answers  # a seed makes sampling repeatable
+
+    # one model and tokenizer shared by a bench's threads: one call at a time
+    import threading
+
+    done = []
+    with policy._lock:
+        worker = threading.Thread(target=lambda: done.append(
+            policy.generate([PROGRAM], n=1, sampling=Sampling(max_new_tokens=2, seed=0))))
+        worker.start()
+        worker.join(timeout=0.5)
+        assert worker.is_alive() and not done  # waits while another call holds the policy
+    worker.join(timeout=60)
+    assert len(done) == 1

@@ -22,6 +22,7 @@ import ast
 import json
 import os
 import re
+import threading
 import urllib.error
 import urllib.request
 from collections.abc import Sequence
@@ -240,8 +241,16 @@ class HFPolicy:
         dtype = torch.bfloat16 if device.startswith("cuda") else torch.float32
         self.model = AutoModelForCausalLM.from_pretrained(model_dir, dtype=dtype).to(device)
         self.batch_size = batch_size
+        # One model and one tokenizer serve every thread of a bench: one call at a time (a fast
+        # tokenizer used by two threads at once raises "Already borrowed", huggingface/tokenizers
+        # issue 537; sampling is serialised by TORCH_STATE_LOCK anyway).
+        self._lock = threading.Lock()
 
     def generate(self, sources: Sequence[str], n: int, sampling: Sampling) -> list[list[str]]:
+        with self._lock:
+            return self._generate(sources, n, sampling)
+
+    def _generate(self, sources: Sequence[str], n: int, sampling: Sampling) -> list[list[str]]:
         answers: list[list[str]] = []
         for start in range(0, len(sources), self.batch_size):
             chunk = sources[start:start + self.batch_size]
