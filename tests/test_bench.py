@@ -214,7 +214,7 @@ def test_bench_with_a_policy_that_cannot_load_fails_before_judging(tmp_path):
     from drtriton.bench import BenchConfig, run_bench
 
     config = BenchConfig(levels=(1,), num=1, device="cpu", policy="hf:/no/such/checkpoint")
-    with pytest.raises(Exception, match="no/such/checkpoint"):
+    with pytest.raises(FileNotFoundError, match="no model directory /no/such/checkpoint"):
         run_bench(config, tmp_path / "r.json")
     assert not (tmp_path / "r.json.rows.jsonl").read_text()  # no row judged without a policy
 

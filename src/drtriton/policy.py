@@ -237,6 +237,8 @@ class HFPolicy:
         import torch
         from transformers import AutoModelForCausalLM, AutoTokenizer
 
+        if not os.path.isdir(model_dir):  # transformers would read it as a Hub repo id
+            raise FileNotFoundError(f"no model directory {model_dir} (a local checkpoint)")
         self.tokenizer = AutoTokenizer.from_pretrained(model_dir)
         dtype = torch.bfloat16 if device.startswith("cuda") else torch.float32
         self.model = AutoModelForCausalLM.from_pretrained(model_dir, dtype=dtype).to(device)
