@@ -134,26 +134,7 @@ def get_init_inputs():
     return []
 """
 
-_TRACED_PROGRAM = """
-import torch
-
-
-class Model(torch.nn.Module):
-    def __init__(self):
-        super().__init__()
-        self.lin = torch.nn.Linear(256, 256)
-
-    def forward(self, x):
-        return torch.relu(self.lin(x))
-
-
-def get_inputs():
-    return [torch.randn(4, 256)]
-
-
-def get_init_inputs():
-    return []
-"""
+_TRACED_PROGRAM = (CASES / "ref_linear.py").read_text()  # a model to build, trace and seed
 
 
 def _compile_traced_program():
