@@ -7,7 +7,7 @@ STAMP  := $(VENV)/.installed
 # never a multi-GB CUDA download.
 HAS_GPU := $(shell command -v nvidia-smi >/dev/null 2>&1 && echo 1)
 
-.PHONY: demo test test-all lint venv clean
+.PHONY: demo test test-all lint venv sandbox clean
 
 venv: $(STAMP)
 
@@ -22,13 +22,26 @@ endif
 	$(PY) -m pip install -q "triton==3.7.1" -e ".[dev]"
 	touch $(STAMP)
 
-demo: venv
+# The judge runs untrusted code inside bubblewrap (bwrap). As root, install it from the system's
+# packages; otherwise say how (a user without bubblewrap must pass --unsafe-no-sandbox).
+sandbox:
+	@command -v bwrap >/dev/null 2>&1 || { \
+	  if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
+	    (apt-get install -y -qq bubblewrap >/dev/null 2>&1 \
+	     || (apt-get update -qq >/dev/null && apt-get install -y -qq bubblewrap >/dev/null)); \
+	  else \
+	    echo "bubblewrap (bwrap) is missing: install it (e.g. sudo apt-get install bubblewrap)"; \
+	    exit 1; \
+	  fi; }
+	@bwrap --version
+
+demo: venv sandbox
 	$(VENV)/bin/drtriton convert examples/mlp_gelu.py -o runs/demo/mlp_gelu_triton.py
 
-test: venv
+test: venv sandbox
 	$(PY) -m pytest -q
 
-test-all: venv
+test-all: venv sandbox
 	$(PY) -m pytest -q -m "slow or not slow"
 
 lint: venv

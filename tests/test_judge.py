@@ -100,95 +100,74 @@ def test_static_checks_pass_legit_and_hybrid_try():
     assert check_source("try:\n    k()\nexcept Exception:\n    torch.relu(x)\n", "hybrid") is None
 
 
-def test_reference_runs_with_matching_seeds():
+@pytest.fixture(scope="module")
+def cpu_slot():
+    from drtriton.judge import JudgePool
+
+    with JudgePool(JudgeConfig(device="cpu", reference_timeout_s=20.0), workers=1) as pool:
+        yield pool.slots[0]
+
+
+def _reference(slot, source, seeds, model_seed, **config):
+
+    with slot.sandbox() as box:
+        return run_reference(source, JudgeConfig(device="cpu", **config), slot, seeds,
+                             model_seed, box)
+
+
+def test_reference_runs_with_matching_seeds(cpu_slot):
     src = (CASES / "ref_linear.py").read_text()
-    a = run_reference(src, JudgeConfig(), "cpu", [1, 2], model_seed=7)
-    b = run_reference(src, JudgeConfig(), "cpu", [1, 2], model_seed=7)
-    c = run_reference(src, JudgeConfig(), "cpu", [1, 3], model_seed=7)
+    a = _reference(cpu_slot, src, [1, 2], 7)
+    b = _reference(cpu_slot, src, [1, 2], 7)
+    c = _reference(cpu_slot, src, [1, 3], 7)
     assert torch.equal(a.outputs[1][0], b.outputs[1][0])
     assert not torch.equal(a.outputs[1][0], c.outputs[1][0])
     assert torch.equal(a.outputs[0][0], c.outputs[0][0])
+    assert a.fingerprints == b.fingerprints != c.fingerprints
 
 
-_PAUSING_REFERENCE = """
-import builtins
+def test_invalid_reference_raises_program_error(cpu_slot):
+    with pytest.raises(ProgramError, match="missing Model"):
+        _reference(cpu_slot, "x = 1\n", [1], 0)
+    broken = "import torch\nclass Model(torch.nn.Module):\n    def forward(self, x):\n        return x.nope()\n"
+    broken += (
+        "def get_inputs():\n    return [torch.ones(2)]\ndef get_init_inputs():\n    return []\n"
+    )
+    with pytest.raises(ValueError, match="reference forward .trial 0.: AttributeError"):
+        _reference(cpu_slot, broken, [1], 0)
+
+
+_SLEEPING_INPUTS = """
+import time
 import torch
 
 
 class Model(torch.nn.Module):
-    def __init__(self):
-        super().__init__()
-        self.scale = torch.nn.Parameter(torch.randn(64))
-
-    def forward(self, x, y):
-        return self.scale * x + y
+    def forward(self, x):
+        return x + 1
 
 
 def get_inputs():
-    x = torch.randn(64)
-    getattr(builtins, "drtriton_test_pause", lambda: None)()  # the test's window, between draws
-    return [x, torch.randn(64)]
+    time.sleep(3600)
+    return [torch.ones(4)]
 
 
 def get_init_inputs():
     return []
 """
 
-_TRACED_PROGRAM = (CASES / "ref_linear.py").read_text()  # a model to build, trace and seed
 
+def test_a_hanging_reference_is_bounded_and_named(cpu_slot):
+    # Regression: a reference whose get_inputs slept for an hour hung verify and convert;
+    # --timeout-s bounded only the candidate. The reference runs in a child with its own limit.
+    import time
 
-def _compile_traced_program():
-    from drtriton.compiler import compile_program
-
-    compile_program(_TRACED_PROGRAM)
-
-
-def _draw_seeded_inputs():
-    from drtriton.program import load_program, make_inputs
-
-    make_inputs(load_program(_TRACED_PROGRAM), 5, "cpu")
-
-
-@pytest.mark.parametrize("meanwhile", [_compile_traced_program, _draw_seeded_inputs])
-def test_reference_run_is_not_disturbed_by_another_thread(monkeypatch, meanwhile):
-    """Regression: the bench compiles one problem while its other judge slot runs a reference.
-    The compile's seeded model init moved the reference's input stream (a correct candidate was
-    rejected: "inputs differ"), and its fx trace broke the eager run ("NameError: module is not
-    installed as a submodule"). Both hold TORCH_STATE_LOCK now: the other thread waits."""
-    import builtins
-    import threading
-
-    inside, compiled = threading.Event(), threading.Event()
-
-    def pause():
-        inside.set()
-        compiled.wait(timeout=1.0)  # with the lock the compile cannot run here: time out
-
-    def compile_meanwhile():
-        inside.wait(timeout=30)
-        meanwhile()
-        compiled.set()
-
-    clean = run_reference(_PAUSING_REFERENCE, JudgeConfig(), "cpu", [1, 2], model_seed=7)
-    monkeypatch.setattr(builtins, "drtriton_test_pause", pause, raising=False)
-    worker = threading.Thread(target=compile_meanwhile)
-    worker.start()
-    raced = run_reference(_PAUSING_REFERENCE, JudgeConfig(), "cpu", [1, 2], model_seed=7)
-    worker.join(timeout=60)
-    assert compiled.is_set()
-    assert raced.fingerprints == clean.fingerprints
-    assert all(torch.equal(a[0], b[0]) for a, b in zip(raced.outputs, clean.outputs, strict=True))
-
-
-def test_invalid_reference_raises_program_error():
-    with pytest.raises(ProgramError):
-        run_reference("x = 1\n", JudgeConfig(), "cpu", [1], 0)
-    broken = "import torch\nclass Model(torch.nn.Module):\n    def forward(self, x):\n        return x.nope()\n"
-    broken += (
-        "def get_inputs():\n    return [torch.ones(2)]\ndef get_init_inputs():\n    return []\n"
-    )
-    with pytest.raises(ValueError, match="reference"):
-        run_reference(broken, JudgeConfig(), "cpu", [1], 0)
+    t0 = time.monotonic()
+    with pytest.raises(ProgramError, match=r"exceeded the 2 s .* in reference get_inputs"):
+        _reference(cpu_slot, _SLEEPING_INPUTS, [1], 0, reference_timeout_s=2.0)
+    assert time.monotonic() - t0 < 30
+    ok = _reference(cpu_slot, (CASES / "ref_add_relu.py").read_text(), [1], 0)  # pool survives
+    assert ok.outputs[0][0].shape == (1000,)
 
 
 def test_scratch_goes_where_configured_and_shm_only_when_roomy(tmp_path, monkeypatch):
@@ -239,10 +218,54 @@ def test_compile_baseline_compiles_inside_the_sandbox_environment():
     assert out.stdout.strip().endswith("True")
 
 
-def test_timing_plan_caps_slow_programs_and_keeps_a_floor():
+def test_timing_plan_fits_calls_to_a_time_budget():
     from drtriton.judge.worker import timing_plan
 
-    assert timing_plan(0.2, 10, 100, 30.0) == (10, 100)  # fast: the configured counts
-    assert timing_plan(600.0, 10, 100, 30.0) == (5, 50)  # 0.6 s per call: 30 s of calls
+    # (first call ms, warm-up s, budget s, max calls) -> (warm-up calls, timed calls)
+    assert timing_plan(0.01, 0.1, 1.0, 100) == (100, 100)  # fast: capped at max calls
+    assert timing_plan(45.0, 0.1, 1.0, 100) == (2, 22)  # a 45 ms program: about 1 s of calls
+    assert timing_plan(5.0, 0.1, 1.0, 100) == (20, 100)
     # seconds per call (an eager one-row LayerNorm over 983M elements): the floor of 2 + 10
-    assert timing_plan(5000.0, 10, 100, 30.0) == (2, 10)
+    assert timing_plan(5000.0, 0.1, 1.0, 100) == (2, 10)
+
+
+def test_baseline_cache_round_trip_and_key(tmp_path):
+    from drtriton.judge.cache import BaselineCache
+
+    cache = BaselineCache(tmp_path / "b.sqlite")
+    env = {"device_name": "H200", "torch": "2.11", "triton": "3.6", "precision": "fp32"}
+    key = cache.key("src", env, {"budget_s": 1.0})
+    assert cache.load(key) is None
+    cache.store(key, {"eager": {"median_ms": 2.0}, "compile": {"median_ms": 1.5}})
+    again = BaselineCache(tmp_path / "b.sqlite").load(key)
+    assert again["eager"]["median_ms"] == 2.0 and again["measured"].endswith("Z")
+    # another source, GPU, version, precision or timing setting is another measurement
+    for other in (cache.key("src2", env, {"budget_s": 1.0}),
+                  cache.key("src", {**env, "torch": "2.12"}, {"budget_s": 1.0}),
+                  cache.key("src", {**env, "precision": "tf32"}, {"budget_s": 1.0}),
+                  cache.key("src", env, {"budget_s": 2.0})):
+        assert other != key and cache.load(other) is None
+
+
+def test_reference_cache_computes_each_key_once():
+    import threading
+
+    from drtriton.judge.cache import ReferenceCache
+
+    calls = []
+    cache = ReferenceCache(capacity=2)
+
+    def compute():
+        calls.append(1)
+        return len(calls)
+
+    results = []
+    threads = [threading.Thread(target=lambda: results.append(cache.get(("k",), compute)))
+               for _ in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert len(calls) == 1 and sorted(hit for _, hit in results) == [False] + [True] * 7
+    cache.get(("a",), compute), cache.get(("b",), compute)  # evicts ("k",)
+    assert cache.get(("k",), compute) == (4, False)

@@ -10,14 +10,37 @@ from pathlib import Path
 
 import pytest
 
-from drtriton.judge import JudgeConfig, JudgePool, verify, verify_many
-from drtriton.judge.suite import load_cases
+from drtriton.judge import JudgeConfig, JudgePool, SandboxUnavailable, verify, verify_many
+from drtriton.judge.suite import case_problem, load_cases, loopback_listener
 from drtriton.program import ProgramError
 
 CASES = Path(__file__).parent / "judge_cases"
 REF = (CASES / "ref_add_relu.py").read_text()
 LEGIT = (CASES / "legit_add_relu.py").read_text()
-FAST = {
+SEALED = {  # the cases of the sandbox and the seal of the run-time checks: all run by default
+    "shell_at_import",
+    "write_host_files",
+    "network_connect",
+    "orphan_process",
+    "double_fork",
+    "see_judge_process",
+    "read_proc_mem",
+    "kill_drtriton_processes",
+    "patch_record_op",
+    "gc_walk",
+    "frame_walk",
+    "traceback_frames",
+    "forge_report",
+    "stop_op_record",
+    "disable_record_function",
+    "disable_torch_dispatch",
+    "redispatch_past_record",
+    "override_aten_kernel",
+    "ctypes_memory",
+    "init_raises",
+    "mode_inside_allowed_op",
+}
+FAST = SEALED | {
     "pytorch_only",
     "decoy_launch",
     "copy_of_reference",
@@ -45,15 +68,15 @@ def pool():
 
 
 def _check(pool, names):
+    """Every case gets its verdict (and reason), and nothing of it reaches the host."""
     cases = [c for c in load_cases("cpu") if c.name in names]
     assert len(cases) == len(names)
-    verdicts = pool.verify_many([(c.reference.read_text(), c.path.read_text()) for c in cases])
-    wrong = [
-        (c.name, c.expected, v.status, v.reason)
-        for c, v in zip(cases, verdicts, strict=True)
-        if v.status != c.expected
-    ]
-    assert not wrong
+    pairs = [(c.reference.read_text(), c.path.read_text()) for c in cases]
+    with loopback_listener() as accepted:
+        verdicts = pool.verify_many(pairs)
+    wrong = [(c.name, case_problem(c, v)) for c, v in zip(cases, verdicts, strict=True)]
+    assert not [w for w in wrong if w[1]]
+    assert not accepted  # no connection reached the host's loopback
 
 
 def test_suite_has_twenty_hacks_and_legit_cases():
@@ -109,6 +132,34 @@ def test_output_flood_is_capped(pool):
     assert 0 < len(verdict.stdout_tail) <= CONFIG.output_cap_bytes
 
 
+def test_the_pool_survives_a_candidate_that_kills_what_it_sees(pool):
+    killer = (Path(__file__).parent / "adversarial" / "kill_drtriton_processes.py").read_text()
+    assert pool.verify(REF, killer).status == "crashed"
+    assert pool.verify(REF, LEGIT).status == "correct"  # this process (the judge) is alive
+
+
+def test_without_bubblewrap_the_judge_refuses_unless_told(monkeypatch):
+    monkeypatch.setenv("DRTRITON_BWRAP", "/nonexistent/bwrap")
+    with pytest.raises(SandboxUnavailable, match="--unsafe-no-sandbox"):
+        JudgePool(CONFIG, workers=1)
+    unsafe = JudgeConfig(device="cpu", timeout_s=10.0, unsafe_no_sandbox=True, seed=1)
+    verdict = verify(REF, LEGIT, unsafe)
+    assert verdict.status == "correct"
+    assert verdict.environment["sandbox"].startswith("none (--unsafe-no-sandbox")
+
+
+def test_verdicts_record_the_sandbox(pool):
+    sandbox = pool.verify(REF, LEGIT).environment["sandbox"]
+    assert sandbox.startswith("bubblewrap") and "pid" in sandbox and "net" in sandbox
+
+
+def test_a_group_shares_one_reference_run(pool):
+    bad = (Path(__file__).parent / "adversarial" / "pytorch_only.py").read_text()
+    verdicts = pool.verify_group(REF, [LEGIT, bad, LEGIT, LEGIT])
+    assert [v.status for v in verdicts] == ["correct", "rejected", "correct", "correct"]
+    assert sum("reference" not in v.cache_hits for v in verdicts) == 1  # computed once
+
+
 def test_verify_single_and_invalid_reference():
     assert verify(REF, LEGIT, JudgeConfig(device="cpu", seed=5)).status == "correct"
     with pytest.raises(ProgramError):
@@ -138,6 +189,10 @@ def test_cli_verify_exit_codes():
     assert runner.invoke(app, ["verify", ref, bad, "--device", "cpu"]).exit_code == 1
     assert runner.invoke(app, ["verify", ref, legit, "--preset", "nope"]).exit_code == 2
     assert runner.invoke(app, ["verify", legit, legit, "--device", "cpu"]).exit_code == 2
+    group = runner.invoke(app, ["verify", ref, legit, bad, legit, "--device", "cpu"])
+    lines = group.output.strip().splitlines()
+    assert group.exit_code == 1 and len(lines) == 3  # one verdict line per candidate
+    assert lines[0].startswith(f"{legit}: correct") and lines[1].startswith(f"{bad}: rejected")
 
 
 def test_inputs_that_a_seed_cannot_reproduce_are_reported(pool):

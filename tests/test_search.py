@@ -279,7 +279,7 @@ def test_fragments_are_judged_as_a_prefilter():
     whole = JudgeConfig(device="cpu", trials=5, repetitions=100)
     frag = fragment_judge_config(whole)
     assert (frag.trials, frag.repetitions, frag.time_compile) == (2, 30, False)
-    assert (frag.input_sets, frag.timing_budget_s) == (1, 10.0)
+    assert (frag.input_sets, frag.timing_budget_s) == (1, 0.5)
     assert (frag.preset, frag.mode, frag.device) == (whole.preset, whole.mode, whole.device)
 
 
@@ -291,7 +291,7 @@ def test_cached_verdicts_are_keyed_by_every_judging_setting():
 
     base = JudgeConfig(device="cpu")
     assert judging_settings(base) == judging_settings(dataclasses.replace(base, timeout_s=5.0))
-    for change in ({"trials": 3}, {"repetitions": 7}, {"timing_budget_s": 1.0},
+    for change in ({"trials": 3}, {"repetitions": 7}, {"timing_budget_s": 2.0},
                    {"input_sets": 1}, {"time_compile": False}, {"mode": "hybrid"}):
         assert judging_settings(base) != judging_settings(dataclasses.replace(base, **change))
     assert judging_settings(base) != judging_settings(fragment_judge_config(base))

@@ -116,6 +116,9 @@ def convert(
     search_wall_s: float = typer.Option(600.0, help="With --search: its wall-time budget (seconds); a fragment range starts only if it and the composed program's verdict still fit."),
     candidates_per_fragment: int = typer.Option(4, help="With --search: candidates judged per fragment at most."),
     search_cache: Path = typer.Option(None, help="With --search: SQLite verdict cache reused across runs (default: none)."),
+    timeout_s: float = typer.Option(120.0, "--timeout-s", help="Wall-clock limit of each candidate child (trials; timing)."),
+    reference_timeout_s: float = typer.Option(300.0, "--reference-timeout-s", help="Wall-clock limit of the program's own runs (the compiler's capture, the reference run)."),
+    unsafe_no_sandbox: bool = typer.Option(False, "--unsafe-no-sandbox", help="Run the program and its candidate without OS isolation when bubblewrap is unavailable."),
 ) -> None:
     """Compile a program to Triton with the built-in compiler and verify it with the judge."""
     from drtriton.compiler.convert import convert as run_convert
@@ -130,7 +133,10 @@ def convert(
         code = run_convert(str(program), str(out) if out else None, device, mode,
                            echo=lambda m: console.print(m, highlight=False, markup=False), search=search,
                            search_budget=budget,
-                           progress=(lambda m: status.update(f"search: {m}")) if search else None)
+                           progress=(lambda m: status.update(f"search: {m}")) if search else None,
+                           judge_options={"timeout_s": timeout_s,
+                                          "reference_timeout_s": reference_timeout_s,
+                                          "unsafe_no_sandbox": unsafe_no_sandbox})
     raise typer.Exit(code)
 
 
@@ -141,36 +147,55 @@ def _check_search_budget(max_fragment_ops: int, search_wall_s: float, candidates
         fail("--search-wall-s must be positive")
 
 
+UNSAFE_HELP = ("Run untrusted code without OS isolation when bubblewrap is unavailable "
+               "(recorded in every verdict).")
+
+
 @app.command()
 def verify(
     reference: Path = typer.Argument(..., help="KernelBench-format reference program (.py)."),
-    candidate: Path = typer.Argument(..., help="Candidate program defining ModelNew (.py)."),
+    candidates: list[Path] = typer.Argument(..., help="Candidate programs defining ModelNew (.py); several are judged as one group."),
     device: str = typer.Option("auto", help="auto | cpu (Triton interpreter) | cuda."),
     preset: str = typer.Option("hardened", help="hardened | kernelbench | kernelbench-v0.1."),
     mode: str = typer.Option("strict", help="strict | hybrid (conv/matmul may use torch)."),
-    timeout_s: float = typer.Option(120.0, "--timeout-s", help="Wall-clock limit per candidate run."),
-    json_out: bool = typer.Option(False, "--json", help="Print one JSON object instead of a summary."),
+    timeout_s: float = typer.Option(120.0, "--timeout-s", help="Wall-clock limit of each candidate child (trials; timing)."),
+    reference_timeout_s: float = typer.Option(300.0, "--reference-timeout-s", help="Wall-clock limit of the reference's own run (import, get_inputs, forward)."),
+    fresh_baselines: bool = typer.Option(False, "--fresh-baselines", help="Re-measure eager and torch.compile instead of using the on-disk baseline cache."),
+    unsafe_no_sandbox: bool = typer.Option(False, "--unsafe-no-sandbox", help=UNSAFE_HELP),
+    json_out: bool = typer.Option(False, "--json", help="Print one JSON object per candidate instead of a summary."),
 ) -> None:
-    """Judge a candidate against a reference (exit 0 only for a correct verdict)."""
-    from drtriton.judge import JudgeConfig
+    """Judge candidates against a reference (exit 0 only if every verdict is correct)."""
+    from drtriton.judge import JudgeConfig, SandboxUnavailable, verify_group
     from drtriton.judge import verify as run_verify
     from drtriton.program import ProgramError
 
     sources = []
-    for path in (reference, candidate):
+    for path in (reference, *candidates):
         try:
             sources.append(path.read_text())
         except (OSError, UnicodeDecodeError) as exc:
             fail(f"cannot read {path}: {exc}")
     try:
-        config = JudgeConfig(preset=preset, mode=mode, device=device, timeout_s=timeout_s)
-        verdict = run_verify(sources[0], sources[1], config)
+        config = JudgeConfig(
+            preset=preset, mode=mode, device=device, timeout_s=timeout_s,
+            reference_timeout_s=reference_timeout_s, fresh_baselines=fresh_baselines,
+            unsafe_no_sandbox=unsafe_no_sandbox,
+        )
+        if len(sources) == 2:
+            verdicts = [run_verify(sources[0], sources[1], config)]
+        else:
+            verdicts = verify_group(sources[0], sources[1:], config)
     except ProgramError as exc:
         fail(f"invalid reference {reference}: {exc}")
-    except ValueError as exc:
+    except (ValueError, SandboxUnavailable) as exc:
         fail(str(exc))
-    typer.echo(verdict.to_json() if json_out else verdict.summary())
-    raise typer.Exit(0 if verdict.status == "correct" else 1)
+    for path, verdict in zip(candidates, verdicts, strict=True):
+        if json_out:
+            typer.echo(verdict.to_json())
+        else:
+            prefix = f"{path}: " if len(candidates) > 1 else ""
+            typer.echo(prefix + verdict.summary())
+    raise typer.Exit(0 if all(v.status == "correct" for v in verdicts) else 1)
 
 
 # ----------------------------------------------------------------------------- training

@@ -1,6 +1,6 @@
 """Scavenges memory (gc, freed buffers) for a tensor holding the reference answer."""
 
-EXPECTED = "incorrect"
+EXPECTED = "rejected"  # gc.get_objects is blocked in the sandbox
 
 import torch
 import torch.nn as nn

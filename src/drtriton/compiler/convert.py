@@ -4,6 +4,9 @@
 
 Exit status: 0 only when the judge says the candidate is correct; 1 when it is not; 2 (with a
 one-line message) when the program cannot be read or uses an operator the compiler cannot lower.
+The program is a user's code: the compiler's capture (which builds ``Model`` and calls
+``get_inputs``) runs in one of the judge's sandboxed children, bounded by the reference's time
+limit, like the verification after it.
 On CPU the judge runs the kernels in the Triton interpreter (``TRITON_INTERPRET=1``, set here
 before Triton is imported); on a GPU it also reports speedups over eager and ``torch.compile``.
 """
@@ -25,12 +28,26 @@ def resolve_device(device: str) -> str:
     return device
 
 
+def compile_in_child(source: str, mode: str, device: str) -> dict:
+    """The compile step as the judge's sandboxed child runs it (``JudgePool.call``)."""
+    from drtriton.compiler import CompilerConfig, UnsupportedOperatorError, compile_program
+    from drtriton.program import ProgramError
+
+    try:
+        return {"candidate": compile_program(source, CompilerConfig(mode=mode, device=device))}
+    except UnsupportedOperatorError as exc:
+        return {"error": str(exc)}
+    except (ProgramError, SyntaxError, ValueError) as exc:
+        return {"error": f"{type(exc).__name__}: {exc}" if not str(exc) else str(exc)}
+
+
 def convert(program: str, out: str | None = None, device: str = "auto", mode: str = "strict",
             verify: bool = True, echo=print, search: bool = False, search_budget: dict | None = None,
-            progress=None) -> int:
+            progress=None, judge_options: dict | None = None) -> int:
     """Run the whole command; returns the exit status. ``search_budget``: ``SearchConfig`` fields
     (max_fragment_ops, wall_time_s, candidates_per_fragment, cache_path) for ``search``;
-    ``progress(message)`` hears the search's steps (default: none)."""
+    ``progress(message)`` hears the search's steps (default: none); ``judge_options``: extra
+    ``JudgeConfig`` fields (timeouts, ``unsafe_no_sandbox``)."""
     try:
         source = Path(program).read_text()
     except OSError as exc:
@@ -43,26 +60,32 @@ def convert(program: str, out: str | None = None, device: str = "auto", mode: st
         return 2
     if dev == "cpu":
         os.environ.setdefault("TRITON_INTERPRET", "1")
-    from drtriton.compiler import CompilerConfig, UnsupportedOperatorError, compile_program
-    from drtriton.program import ProgramError
-
     if search:
         return _search(program, source, out, mode, dev, echo, search_budget or {}, progress)
+    from drtriton.judge import JudgeConfig, JudgePool, SandboxUnavailable
+    from drtriton.program import ProgramError
+
     try:
-        candidate = compile_program(source, CompilerConfig(mode=mode, device=dev))
-    except UnsupportedOperatorError as exc:
+        config = JudgeConfig(mode=mode, device=dev, jobs_per_gpu=1, **(judge_options or {}))
+        with JudgePool(config, workers=1) as pool:
+            result = pool.call(source, "drtriton.compiler.convert:compile_in_child",
+                               {"mode": mode, "device": dev}, phase="compiler capture")
+            if "error" in result:
+                echo(f"error: {program}: {result['error']}")
+                return 2
+            candidate = result["candidate"]
+            out_path = _write(program, out, candidate, echo)
+            if out_path is None:
+                return 2
+            echo(f"wrote {out_path} ({candidate.count('@triton.jit')} Triton kernels, mode {mode}, "
+                 f"{dev})")
+            return _verify(pool, source, candidate, echo) if verify else 0
+    except ProgramError as exc:
         echo(f"error: {program}: {exc}")
         return 2
-    except (ProgramError, SyntaxError, ValueError) as exc:
-        echo(f"error: {program}: {exc}")
+    except (SandboxUnavailable, ValueError) as exc:
+        echo(f"error: {exc}")
         return 2
-    out_path = _write(program, out, candidate, echo)
-    if out_path is None:
-        return 2
-    echo(f"wrote {out_path} ({candidate.count('@triton.jit')} Triton kernels, mode {mode}, {dev})")
-    if not verify:
-        return 0
-    return _verify(source, candidate, mode, dev, echo)
 
 
 def _write(program: str, out: str | None, candidate: str, echo) -> Path | None:
@@ -107,14 +130,8 @@ def _search(program: str, source: str, out: str | None, mode: str, device: str, 
     return 0 if verdict.status == "correct" else 1
 
 
-def _verify(source: str, candidate: str, mode: str, device: str, echo) -> int:
-    try:
-        from drtriton.judge import JudgeConfig
-        from drtriton.judge import verify as judge_verify
-    except ImportError:
-        echo("judge not available: candidate written but not verified")
-        return 1
-    verdict = judge_verify(source, candidate, JudgeConfig(mode=mode, device=device))
+def _verify(pool, source: str, candidate: str, echo) -> int:
+    verdict = pool.verify(source, candidate)
     line = f"verdict: {verdict.status}"
     if verdict.max_abs_err is not None:
         line += f" (max abs err {verdict.max_abs_err:.3g})"

@@ -10,7 +10,8 @@ See docs/judge.md for what is checked, the presets and modes, and the adversaria
 from drtriton.judge.compare import compare_outputs
 from drtriton.judge.config import PRESETS, TOLERANCES, JudgeConfig
 from drtriton.judge.core import InvalidReferenceError
-from drtriton.judge.pool import JudgePool, verify, verify_many
+from drtriton.judge.isolation import SandboxUnavailable
+from drtriton.judge.pool import JudgePool, verify, verify_group, verify_many
 from drtriton.judge.verdict import STATUSES, Verdict
 
 __all__ = [
@@ -20,8 +21,10 @@ __all__ = [
     "InvalidReferenceError",
     "JudgeConfig",
     "JudgePool",
+    "SandboxUnavailable",
     "Verdict",
     "compare_outputs",
     "verify",
+    "verify_group",
     "verify_many",
 ]

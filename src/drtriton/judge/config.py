@@ -76,23 +76,35 @@ class JudgeConfig:
     mode: str = "strict"
     hybrid_allow: tuple[str, ...] = DEFAULT_HYBRID_ALLOW
     device: str = "auto"  # auto | cpu | cuda | cuda:N
-    timeout_s: float = 120.0
+    timeout_s: float = 120.0  # wall-clock limit of each candidate child (trials; timing)
+    reference_timeout_s: float = 300.0  # the reference's child: import, inputs, forward
+    baseline_timeout_s: float = 600.0  # eager and torch.compile timing (compiling included)
     trials: int = 5
     seed: int | None = None  # None: a fresh random seed per verification (cannot be precomputed)
     memory_limit_gb: float = 8.0
     tf32: bool | None = None  # None: the preset's rule (PRESET_ALLOWS_TF32)
     output_cap_bytes: int = 64 * 1024
-    # Timing (CUDA only).
-    warmup: int = 10
-    repetitions: int = 100
-    timing_budget_s: float = 30.0  # device time per timed program; fewer calls when slower
+    # Timing (CUDA only): calls by time, as do_bench does, L2 flushed before each.
+    warmup_s: float = 0.1  # untimed calls for about this long (at least 2)
+    timing_budget_s: float = 1.0  # timed calls for about this long (at least 10)
+    repetitions: int = 100  # at most this many timed calls
     l2_flush_mb: int = 256
     input_sets: int = 3  # inputs rotate over this many sets while timing
     time_compile: bool = True
     suspicious_speedup: float = 10.0
     static_checks: bool = True
-    # Where job files (inputs, outputs) live: None picks /dev/shm when it has SHM_MIN_FREE_GB free
-    # (writing a 1.5 GB input set took 0.8 s there against 4.0 s on the disk), else the temp dir.
+    # Baseline timings are cached on disk per (reference, GPU, versions, precision, timing
+    # settings); None: cache.default_baseline_cache(). fresh_baselines re-measures them.
+    baseline_cache: str | None = None
+    fresh_baselines: bool = False
+    # Children of one GPU that may run at once (imports, Triton compilation, correctness trials);
+    # timing always holds the GPU alone.
+    jobs_per_gpu: int = 4
+    # Run untrusted code without OS isolation (bubblewrap) when it is unavailable. Recorded in
+    # every verdict's environment["sandbox"].
+    unsafe_no_sandbox: bool = False
+    # Where job files (outputs, sources) live: None picks /dev/shm when it has SHM_MIN_FREE_GB free
+    # (writing a 1.5 GB output set took 0.8 s there against 4.0 s on the disk), else the temp dir.
     scratch_dir: str | None = None
     extra: dict[str, str] = field(default_factory=dict, hash=False, compare=False)
 
@@ -103,8 +115,11 @@ class JudgeConfig:
             raise ValueError(f"unknown mode {self.mode!r}; choose from {', '.join(MODES)}")
         if self.trials < 2:
             raise ValueError("trials must be >= 2 (one must run after the candidate already ran)")
-        if self.timeout_s <= 0:
-            raise ValueError("timeout_s must be positive")
+        for name in ("timeout_s", "reference_timeout_s", "baseline_timeout_s"):
+            if getattr(self, name) <= 0:
+                raise ValueError(f"{name} must be positive")
+        if self.jobs_per_gpu < 1:
+            raise ValueError("jobs_per_gpu must be >= 1")
         if not (self.device in ("auto", "cpu", "cuda") or self.device.startswith("cuda:")):
             raise ValueError(f"unknown device {self.device!r}; use auto, cpu, cuda or cuda:N")
 

@@ -1,205 +1,128 @@
-"""Judge one (reference, candidate) pair in a sandbox slot.
+"""Judge one (reference, candidate) pair on a device slot.
 
-The trusted side of the judge. The reference is loaded *here*, in the judge's process: its inputs,
-parameters and outputs are produced here and its outputs never leave this process. The candidate
-runs in a fresh sandboxed child (``worker.py``) on copies of the inputs and sends back only its
-outputs, the inputs as it left them and its run-time report; everything is compared here.
+The trusted side of the judge. Nothing here executes program code: the reference runs in a
+sandboxed child of its own (a user's reference is untrusted too), which sends back its outputs
+and its inputs' fingerprints; the candidate runs in another fresh child (``worker.py``) on inputs
+it remakes from the same seeds and sends back its outputs and its run-time report; everything is
+compared here. Reference runs are cached per (source, seeds, device, precision) and baseline
+timings on disk (``cache.py``).
 
 Order of decisions: static checks -> candidate child (faults, run-time strictness report) ->
 outputs (types, shapes, inputs unchanged, NaN/Inf pattern, tolerance) -> on CUDA, timing of the
 candidate and of the reference (eager and ``torch.compile``) in fresh children on the same inputs,
-with the candidate's outputs re-verified after timing.
+with the candidate's outputs re-verified after timing. Timing holds the slot's GPU exclusively;
+other children of the slot (imports, Triton compilation, correctness trials) run side by side.
 """
 
 from __future__ import annotations
 
+import ast
 import contextlib
 import json
 import os
+import queue
 import secrets
 import shutil
 import signal
 import tempfile
+import threading
 import time
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import torch
 
+from drtriton.judge.cache import BaselineCache, ReferenceCache, source_key
 from drtriton.judge.compare import Comparison, compare_outputs
 from drtriton.judge.config import JudgeConfig
 from drtriton.judge.sandbox import JobResult, Sandbox
 from drtriton.judge.static import check_source
 from drtriton.judge.verdict import Verdict
-from drtriton.program import (
-    TORCH_STATE_LOCK,
-    ProgramError,
-    as_output_tuple,
-    fingerprint,
-    load_program,
-    make_inputs,
-)
+from drtriton.judge.worker import OUTPUTS, PHASE_MARK, REPORT
+from drtriton.program import REQUIRED_NAMES, ProgramError, parse_python
+
+REPORT_MAX_BYTES = 16 << 20
 
 
 class InvalidReferenceError(ProgramError):
-    """The reference program loads but cannot be run (bad inputs, forward fails, ...)."""
+    """The reference program cannot be run (bad inputs, forward fails, too slow, ...)."""
 
 
 @dataclass(frozen=True)
 class Reference:
-    """A reference run on fixed seeds: CPU copies of init args and outputs, and for each input
-    seed the inputs' fingerprint (children remake the inputs from the seeds)."""
+    """A reference run on fixed seeds: outputs (on the judge's device) and, per input seed, the
+    inputs' fingerprint (children remake the inputs from the seeds)."""
 
     source: str
     model_seed: int
-    init_inputs: list
     input_seeds: list[int]
     fingerprints: list[list]
     outputs: list[tuple[torch.Tensor, ...]]
 
 
-@dataclass(frozen=True)
-class Slot:
-    """What a judge call needs from its pool: a sandbox and its devices."""
+class GpuLock:
+    """Shared for untimed children, exclusive for timing: timing never shares its GPU."""
 
-    sandbox: Sandbox
-    judge_device: str  # where the reference runs in this process (e.g. cuda:1)
-    child_device: str  # the same GPU as the child sees it (e.g. cuda)
-    environment: dict
+    def __init__(self) -> None:
+        self._cond = threading.Condition()
+        self._readers = 0
+        self._writer = False
+        self._waiting_writers = 0
 
-
-# ---- reference -------------------------------------------------------------------------
-@contextlib.contextmanager
-def precision(allow_tf32: bool) -> Iterator[None]:
-    """Set the TF32 flags for baselines and reference runs; restore them afterwards."""
-    saved = (torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32)
-    torch.backends.cuda.matmul.allow_tf32 = allow_tf32
-    torch.backends.cudnn.allow_tf32 = allow_tf32
-    try:
-        yield
-    finally:
-        torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32 = saved
-
-
-def run_reference(
-    source: str, config: JudgeConfig, device: str, seeds: list[int], model_seed: int
-) -> Reference:
-    """Build ``Model`` under ``model_seed`` and run it on inputs made under each of ``seeds``.
-
-    Inputs are drawn on ``device`` (``make_inputs``) and only their fingerprints are kept. Holds
-    ``TORCH_STATE_LOCK`` throughout: the seeds, the model and the eager run are this thread's.
-    """
-    with TORCH_STATE_LOCK:
-        module = load_program(source, "reference")
+    @contextlib.contextmanager
+    def shared(self) -> Iterator[None]:
+        with self._cond:
+            while self._writer or self._waiting_writers:
+                self._cond.wait()
+            self._readers += 1
         try:
-            torch.manual_seed(model_seed)
-            init = list(module.get_init_inputs())
-            torch.manual_seed(model_seed)
-            model = module.Model(*init).to(device)
-            prints, outputs = [], []
-            with torch.no_grad(), precision(config.allows_tf32):
-                for seed in seeds:
-                    xs = make_inputs(module, seed, device)
-                    prints.append(fingerprint(xs))
-                    out = as_output_tuple(model(*xs))
-                    outputs.append(tuple(t.detach().to("cpu", copy=True) for t in out))
-                    del xs, out
-        except ProgramError:
-            raise
-        except Exception as exc:
-            raise InvalidReferenceError(f"reference: {type(exc).__name__}: {exc}") from exc
-    return Reference(source, model_seed, [_cpu(x) for x in init], list(seeds), prints, outputs)
+            yield
+        finally:
+            with self._cond:
+                self._readers -= 1
+                self._cond.notify_all()
+
+    @contextlib.contextmanager
+    def exclusive(self) -> Iterator[None]:
+        with self._cond:
+            self._waiting_writers += 1
+            while self._writer or self._readers:
+                self._cond.wait()
+            self._waiting_writers -= 1
+            self._writer = True
+        try:
+            yield
+        finally:
+            with self._cond:
+                self._writer = False
+                self._cond.notify_all()
 
 
-def _cpu(x: object) -> object:
-    return x.detach().to("cpu", copy=True) if isinstance(x, torch.Tensor) else x
+@dataclass
+class Slot:
+    """One device: its sandboxes (children that may run at once), devices and caches."""
 
+    sandboxes: list[Sandbox]
+    judge_device: str  # where comparisons run in this process (e.g. cuda:1)
+    child_device: str  # the same GPU as the children see it (e.g. cuda)
+    environment: dict
+    references: ReferenceCache = field(default_factory=ReferenceCache)
+    baselines: BaselineCache | None = None
+    gpu: GpuLock = field(default_factory=GpuLock)
+    free: queue.Queue = field(default_factory=queue.Queue)
 
-# ---- jobs ----------------------------------------------------------------------------------
-def _write_job(job_dir: Path, job: dict, ref: Reference, files: dict) -> None:
-    """The job directory: spec, init args, the reference (it makes the inputs) and sources.
+    def __post_init__(self) -> None:
+        for box in self.sandboxes:
+            self.free.put(box)
 
-    No inputs: the child remakes them from ``job["input_seeds"]`` with the reference's
-    ``get_inputs`` on its GPU (GBs at GPU scale took tens of seconds to write and read back).
-    """
-    job_dir.mkdir(parents=True)
-    (job_dir / "job.json").write_text(json.dumps(job))
-    torch.save(ref.init_inputs, job_dir / "init.pt")
-    (job_dir / "reference.py").write_text(ref.source)
-    for name, text in files.items():
-        (job_dir / name).write_text(text)
-
-
-def _job_spec(kind: str, config: JudgeConfig, slot: Slot, ref: Reference) -> dict:
-    return {
-        "kind": kind,
-        "device": slot.child_device,
-        "model_seed": ref.model_seed,
-        "input_seeds": ref.input_seeds,
-        "allow_tf32": config.allows_tf32,
-        "check_tf32": not config.allows_tf32 and slot.child_device != "cpu",
-        "hybrid_allow": list(config.hybrid_allow) if config.mode == "hybrid" else [],
-        "warmup": config.warmup,
-        "repetitions": config.repetitions,
-        "timing_budget_s": config.timing_budget_s,
-        "l2_flush_mb": config.l2_flush_mb,
-        "time_compile": config.time_compile,
-        "cpu_threads": 1,
-    }
-
-
-def _fault_verdict(result: JobResult, config: JudgeConfig) -> tuple[str, str] | None:
-    """A verdict from how the child ended, when it did not end normally."""
-    if result.timed_out:
-        return "timeout", f"exceeded the {config.timeout_s:g} s wall-clock limit"
-    if result.memory_killed:
-        return "crashed", f"memory limit exceeded ({config.memory_limit_gb:g} GiB RSS)"
-    if result.server_lost:
-        return "crashed", "the candidate killed its sandbox server"
-    if result.signal is not None:
-        name = signal.Signals(result.signal).name if result.signal in signal.valid_signals() else ""
-        return "crashed", f"killed by signal {result.signal} {name}".strip()
-    if result.exit_code not in (0, None):
-        return "crashed", f"process exited with code {result.exit_code} before reporting"
-    return None
-
-
-def _read_report(job_dir: Path) -> dict | None:
-    try:
-        return json.loads((job_dir / "report.json").read_text())
-    except (OSError, ValueError):
-        return None
-
-
-def _load_outputs(job_dir: Path) -> dict | None:
-    try:
-        return torch.load(job_dir / "outputs.pt", weights_only=True)  # not mapped: see docs
-    except Exception:  # missing or forged file: the caller rejects
-        return None
-
-
-def _strictness_problem(report: dict, config: JudgeConfig, trials: int) -> str | None:
-    """Why the run-time report rules the candidate out, or None."""
-    per_trial = report.get("launches_per_trial")
-    if not isinstance(per_trial, list) or len(per_trial) != trials:
-        return "incomplete run-time report (launch monitor missing or tampered with)"
-    if report.get("tampered"):
-        return "run-time monitor tampered with: " + "; ".join(report["tampered"])
-    if min(per_trial) < 1:
-        return "no Triton kernel launched inside forward"
-    forbidden = report.get("forbidden_ops") or {}
-    if forbidden:
-        ops = ", ".join(f"aten.{k} x{v}" for k, v in sorted(forbidden.items()))
-        where = "strict mode" if config.mode == "strict" else "hybrid allow-list"
-        return f"PyTorch compute in forward outside Triton ({where}): {ops}"
-    escapes = report.get("host_escapes") or {}
-    if escapes:
-        return "host computation escape in forward: " + ", ".join(f"Tensor.{k}" for k in escapes)
-    if report.get("tf32_kernels"):
-        names = ", ".join(report["tf32_kernels"])
-        return f"kernel uses TF32 tensor cores but preset {config.preset} requires fp32: {names}"
-    return None
+    @contextlib.contextmanager
+    def sandbox(self) -> Iterator[Sandbox]:
+        box = self.free.get()
+        try:
+            yield box
+        finally:
+            self.free.put(box)
 
 
 class PhaseClock:
@@ -218,83 +141,338 @@ class PhaseClock:
             self.seconds[name] = round(self.seconds.get(name, 0.0) + spent, 3)
 
 
-_NOT_REPRODUCED = (
-    "the candidate process's inputs differ from the judge's (the reference's get_inputs() "
-    "is not reproducible from a seed, or the run-time report was tampered with)"
-)
-
-
-def judge_pair(
-    reference_source: str, candidate_source: str, config: JudgeConfig, slot: Slot
-) -> Verdict:
-    """The whole judgement of one pair on one slot. Raises only for an invalid reference."""
-    t0 = time.monotonic()
-    env = dict(slot.environment)
-    clock = PhaseClock()
-    seed = config.seed if config.seed is not None else secrets.randbits(31)
-    seeds = [seed + 1 + k for k in range(config.trials)]
-    with clock("reference"):
-        ref = run_reference(reference_source, config, slot.judge_device, seeds, seed)
-
-    def verdict(status: str, reason: str = "", **fields) -> Verdict:
-        wall_s = time.monotonic() - t0
-        return Verdict(
-            status, reason, environment=env, wall_s=wall_s, phase_s=clock.seconds, **fields
-        )
-
-    if config.static_checks:
-        finding = check_source(candidate_source, config.mode)
-        if finding:
-            return verdict(finding.status, finding.reason)
-    work = Path(tempfile.mkdtemp(prefix="cand-", dir=slot.sandbox.scratch))
+# ---- reference -------------------------------------------------------------------------
+def check_reference_source(source: str) -> None:
+    """A KernelBench-format reference defines Model, get_inputs and get_init_inputs (read with
+    ``ast``: the source itself runs only in the sandbox)."""
     try:
-        return _judge_in(work, ref, candidate_source, config, slot, verdict, clock)
+        tree = parse_python(source)
+    except SyntaxError as exc:
+        raise ProgramError(f"reference: syntax error: {exc.msg} (line {exc.lineno})") from exc
+    defined: set[str] = set()
+    for node in tree.body:
+        if isinstance(node, (ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)):
+            defined.add(node.name)
+        elif isinstance(node, (ast.Assign, ast.AnnAssign)):
+            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+            defined |= {t.id for t in targets if isinstance(t, ast.Name)}
+        elif isinstance(node, (ast.Import, ast.ImportFrom)):
+            defined |= {(a.asname or a.name).split(".")[0] for a in node.names}
+    missing = [n for n in REQUIRED_NAMES if n not in defined]
+    if missing:
+        raise ProgramError(f"reference: missing {', '.join(missing)} (KernelBench format)")
+
+
+def run_reference(
+    source: str,
+    config: JudgeConfig,
+    slot: Slot,
+    seeds: list[int],
+    model_seed: int,
+    box: Sandbox,
+) -> Reference:
+    """Run ``Model`` (built under ``model_seed``) on inputs made under each of ``seeds``, in a
+    child of ``box``; raise ``InvalidReferenceError`` naming the phase that failed."""
+    check_reference_source(source)
+    work = Path(tempfile.mkdtemp(prefix="ref-", dir=box.scratch))
+    try:
+        job_dir = work / "reference"
+        spec = {**_job_spec("reference", config, slot), "model_seed": model_seed,
+                "input_seeds": list(seeds)}
+        _write_job(job_dir, spec, source, {})
+        with slot.gpu.shared():
+            result = box.run(str(job_dir), config.reference_timeout_s, str(work / "cache"))
+        report = _read_report(job_dir)
+        if result.timed_out or result.memory_killed or result.server_lost or report is None:
+            why = _fault_verdict(result, config.reference_timeout_s, config)
+            what = why[1] if why else "the reference process ended without a report"
+            raise InvalidReferenceError(f"reference: {what}")
+        if report.get("status") != "ok":
+            raise InvalidReferenceError(f"reference: {report.get('reason', '')}")
+        trials = _load_outputs(job_dir, report)
+        if trials is None or len(trials) != len(seeds):
+            raise InvalidReferenceError("reference: its outputs could not be read back")
+        outputs = [tuple(t.to(slot.judge_device) for t in trial) for trial in trials]
+        return Reference(source, model_seed, list(seeds), report["input_fingerprints"], outputs)
     finally:
         shutil.rmtree(work, ignore_errors=True)
 
 
-def _judge_in(
-    work: Path, ref: Reference, candidate: str, config, slot: Slot, verdict, clock: PhaseClock
+def run_call(
+    source: str, function: str, arguments: dict, config: JudgeConfig, slot: Slot, box: Sandbox,
+    phase: str,
+) -> dict:
+    """``function(source, **arguments)`` (project code, "module:name") in a child of ``box``,
+    bounded by ``config.reference_timeout_s``: for work that runs a user's reference, such as
+    the compiler's capture. Raises ``InvalidReferenceError`` naming the phase that failed."""
+    check_reference_source(source)
+    work = Path(tempfile.mkdtemp(prefix="call-", dir=box.scratch))
+    try:
+        job_dir = work / "call"
+        spec = {**_job_spec("call", config, slot), "function": function,
+                "arguments": arguments, "phase": phase}
+        _write_job(job_dir, spec, source, {})
+        with slot.gpu.shared():
+            result = box.run(str(job_dir), config.reference_timeout_s, str(work / "cache"))
+        report = _read_report(job_dir)
+        if result.timed_out or result.memory_killed or result.server_lost or report is None:
+            why = _fault_verdict(result, config.reference_timeout_s, config)
+            raise InvalidReferenceError(why[1] if why else f"{phase}: ended without a report")
+        if report.get("status") != "ok":
+            raise InvalidReferenceError(str(report.get("reason", "")))
+        return report["result"]
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+
+
+def _cached_reference(
+    source: str, config: JudgeConfig, slot: Slot, seeds: list[int], model_seed: int,
+    box: Sandbox,
+) -> tuple[Reference, bool]:
+    key = (source_key(source), model_seed, tuple(seeds), slot.judge_device, config.allows_tf32)
+    return slot.references.get(
+        key, lambda: run_reference(source, config, slot, seeds, model_seed, box)
+    )
+
+
+# ---- jobs ----------------------------------------------------------------------------------
+def _write_job(job_dir: Path, job: dict, reference_source: str, files: dict) -> None:
+    """The job directory: spec, the reference (it makes the inputs) and sources.
+
+    No inputs: the child remakes them from ``job["input_seeds"]`` with the reference's
+    ``get_inputs`` on its GPU (GBs at GPU scale took tens of seconds to write and read back).
+    """
+    job_dir.mkdir(parents=True)
+    (job_dir / "job.json").write_text(json.dumps(job))
+    (job_dir / "reference.py").write_text(reference_source)
+    for name, text in files.items():
+        (job_dir / name).write_text(text)
+
+
+def _job_spec(kind: str, config: JudgeConfig, slot: Slot, ref: Reference | None = None) -> dict:
+    spec = {
+        "kind": kind,
+        "device": slot.child_device,
+        "allow_tf32": config.allows_tf32,
+        "check_tf32": not config.allows_tf32 and slot.child_device != "cpu",
+        "hybrid_allow": list(config.hybrid_allow) if config.mode == "hybrid" else [],
+        "warmup_s": config.warmup_s,
+        "max_timed_calls": config.repetitions,
+        "timing_budget_s": config.timing_budget_s,
+        "l2_flush_mb": config.l2_flush_mb,
+        "time_compile": config.time_compile,
+        "cpu_threads": 1,
+    }
+    if ref is not None:
+        spec.update(model_seed=ref.model_seed, input_seeds=ref.input_seeds)
+    return spec
+
+
+def _last_phase(output: str) -> str:
+    for line in reversed(output.splitlines()):
+        if line.startswith(PHASE_MARK):
+            return line[len(PHASE_MARK) :].strip()[:80]
+    return ""
+
+
+def _fault_verdict(result: JobResult, timeout_s: float, config: JudgeConfig):
+    """(status, reason) from how the child ended, when it did not end normally; else None."""
+    phase = _last_phase(result.output)
+    where = f" in {phase}" if phase else ""
+    if result.timed_out:
+        return "timeout", f"exceeded the {timeout_s:g} s wall-clock limit{where}"
+    if result.memory_killed:
+        return "crashed", f"memory limit exceeded ({config.memory_limit_gb:g} GiB RSS){where}"
+    if result.server_lost:
+        return "crashed", f"the candidate killed its sandbox server{where}"
+    if result.signal is not None:
+        name = signal.Signals(result.signal).name if result.signal in signal.valid_signals() else ""
+        return "crashed", f"killed by signal {result.signal} {name}{where}".replace("  ", " ")
+    if result.exit_code not in (0, None):
+        return "crashed", f"process exited with code {result.exit_code} before reporting{where}"
+    return None
+
+
+def _read_report(job_dir: Path) -> dict | None:
+    """The child's report: a Python literal (parsed, never executed), or None."""
+    path = job_dir / REPORT
+    try:
+        if path.stat().st_size > REPORT_MAX_BYTES:
+            return None
+        report = ast.literal_eval(parse_python(path.read_text(), mode="eval"))
+    except (OSError, ValueError, SyntaxError, MemoryError, RecursionError):
+        return None
+    return report if isinstance(report, dict) else None
+
+
+def _load_outputs(job_dir: Path, report: dict) -> list[tuple[torch.Tensor, ...]] | None:
+    """The trials' outputs as CPU tensors over the bytes of ``outputs.bin`` (read, not mapped:
+    nothing left running can change them during the comparison)."""
+    try:
+        specs, trials = report["outputs"], report["trial_outputs"]
+        data = bytearray((job_dir / OUTPUTS).read_bytes())
+        tensors = [_tensor_from(data, *spec) for spec in specs]
+        return [tuple(tensors[i] for i in trial) for trial in trials]
+    except (OSError, KeyError, TypeError, ValueError, IndexError, RuntimeError):
+        return None
+
+
+def _tensor_from(data: bytearray, dtype: str, shape: list, offset: int, nbytes: int):
+    kind = getattr(torch, dtype.removeprefix("torch."), None)
+    if not isinstance(kind, torch.dtype) or offset < 0 or offset + nbytes > len(data):
+        raise ValueError(f"bad output record {dtype} {shape}")
+    stored = torch.int16 if kind == torch.bfloat16 else kind
+    count = nbytes // torch.empty((), dtype=stored).element_size()
+    flat = torch.frombuffer(data, dtype=stored, count=count, offset=offset) if count else (
+        torch.empty(0, dtype=stored)
+    )
+    flat = flat.view(torch.bfloat16) if kind == torch.bfloat16 else flat
+    return flat.reshape([int(d) for d in shape])
+
+
+def _strictness_problem(report: dict, config: JudgeConfig, trials: int | None) -> str | None:
+    """Why the run-time report rules the candidate out, or None."""
+    if report.get("tampered"):
+        return "run-time checks tampered with: " + "; ".join(map(str, report["tampered"]))[:500]
+    if trials is not None:
+        per_trial = report.get("launches_per_trial")
+        if not isinstance(per_trial, list) or len(per_trial) != trials:
+            return "incomplete run-time report (launch monitor missing or tampered with)"
+        if min(per_trial) < 1:
+            return "no Triton kernel launched inside forward"
+    forbidden = report.get("forbidden_ops")
+    if not isinstance(forbidden, dict):
+        return "incomplete run-time report (op record missing)"
+    if forbidden:
+        ops = ", ".join(f"aten.{k} x{v}" for k, v in sorted(forbidden.items()))
+        where = "strict mode" if config.mode == "strict" else "hybrid allow-list"
+        return f"PyTorch compute in forward outside Triton ({where}): {ops}"
+    escapes = report.get("host_escapes") or {}
+    if escapes:
+        return "host computation escape in forward: " + ", ".join(f"Tensor.{k}" for k in escapes)
+    if report.get("tf32_kernels"):
+        names = ", ".join(report["tf32_kernels"])
+        return f"kernel uses TF32 tensor cores but preset {config.preset} requires fp32: {names}"
+    return None
+
+
+_NOT_REPRODUCED = (
+    "the candidate process's inputs differ from the judge's (the reference's get_inputs() "
+    "is not reproducible from a seed, or the candidate changed how inputs are made)"
+)
+
+
+class _Run:
+    """The state of one verdict: its clock, the seeds, the reference, and how to finish it."""
+
+    def __init__(self, config: JudgeConfig, slot: Slot, box: Sandbox) -> None:
+        self.t0 = time.monotonic()
+        self.config, self.slot, self.box = config, slot, box
+        self.clock = PhaseClock()
+        self.cache_hits: list[str] = []
+
+    def verdict(self, status: str, reason: str = "", **fields) -> Verdict:
+        return Verdict(
+            status,
+            reason,
+            environment=dict(self.slot.environment),
+            wall_s=time.monotonic() - self.t0,
+            phase_s=self.clock.seconds,
+            cache_hits=list(self.cache_hits),
+            **fields,
+        )
+
+
+def judge_pair(
+    reference_source: str,
+    candidate_source: str,
+    config: JudgeConfig,
+    slot: Slot,
+    seed: int | None = None,
 ) -> Verdict:
+    """The whole judgement of one pair on one slot. Raises only for an invalid reference.
+
+    ``seed`` (else ``config.seed``, else a fresh random one) decides the model and input seeds;
+    candidates judged with one seed share one reference run. The verdict holds one of the
+    slot's sandboxes throughout: its jobs' files live in that sandbox's scratch directory, the
+    only one its children can write (or see).
+    """
+    with slot.sandbox() as box:
+        return _judge_pair(reference_source, candidate_source, config, _Run(config, slot, box), seed)
+
+
+def _judge_pair(reference_source: str, candidate_source: str, config: JudgeConfig, run: _Run,
+                seed: int | None) -> Verdict:
+    slot = run.slot
+    if seed is None:
+        seed = config.seed if config.seed is not None else secrets.randbits(31)
+    seeds = [seed + 1 + k for k in range(config.trials)]
+    with run.clock("reference"):
+        ref, hit = _cached_reference(reference_source, config, slot, seeds, seed, run.box)
+    if hit:
+        run.cache_hits.append("reference")
+    if config.static_checks:
+        finding = check_source(candidate_source, config.mode)
+        if finding:
+            return run.verdict(finding.status, finding.reason)
+    work = Path(tempfile.mkdtemp(prefix="cand-", dir=run.box.scratch))
+    try:
+        return _judge_in(work, ref, candidate_source, run)
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+
+
+def _run_job(run: _Run, job_dir: Path, cache: str, exclusive: bool = False) -> JobResult:
+    lock = run.slot.gpu.exclusive() if exclusive else run.slot.gpu.shared()
+    with lock:
+        return run.box.run(str(job_dir), run.config.timeout_s, cache)
+
+
+def _judge_in(work: Path, ref: Reference, candidate: str, run: _Run) -> Verdict:
+    config, slot, clock = run.config, run.slot, run.clock
     cache = str(work / "triton-cache")
     job_dir = work / "trials"
-    spec = _job_spec("candidate", config, slot, ref)
     with clock("write_job"):
-        _write_job(job_dir, spec, ref, {"candidate.py": candidate})
+        _write_job(job_dir, _job_spec("candidate", config, slot, ref), ref.source,
+                   {"candidate.py": candidate})
     with clock("candidate"):
-        result = slot.sandbox.run(str(job_dir), config.timeout_s, cache)
+        result = _run_job(run, job_dir, cache)
     tail = result.output[-4000:]
-    fault = _fault_verdict(result, config)
+    fault = _fault_verdict(result, config.timeout_s, config)
     report = _read_report(job_dir)
     if fault:
-        return verdict(*fault, stdout_tail=tail)
+        return run.verdict(*fault, stdout_tail=tail)
     if report is None:
-        return verdict("crashed", "the candidate process ended without a report", stdout_tail=tail)
+        return run.verdict(
+            "crashed", "the candidate process ended without a report", stdout_tail=tail
+        )
     if report.get("status") != "ok":
-        return verdict(report["status"], report.get("reason", ""), stdout_tail=tail)
+        status = report.get("status")
+        status = status if status in _CHILD_STATUSES else "rejected"
+        return run.verdict(status, str(report.get("reason", "")), stdout_tail=tail)
     problem = _strictness_problem(report, config, len(ref.input_seeds))
     launches = sum(report.get("launches_per_trial") or [0])
     if problem:
-        return verdict("rejected", problem, stdout_tail=tail, triton_launches=launches)
+        return run.verdict("rejected", problem, stdout_tail=tail, triton_launches=launches)
     if report.get("input_fingerprints") != ref.fingerprints:
-        return verdict("rejected", _NOT_REPRODUCED, stdout_tail=tail)
+        return run.verdict("rejected", _NOT_REPRODUCED, stdout_tail=tail)
     mutated = report.get("inputs_mutated")
     if not isinstance(mutated, list):
-        return verdict(
+        return run.verdict(
             "rejected", "incomplete run-time report (input check missing)", stdout_tail=tail
         )
     if mutated:
-        return verdict(
+        return run.verdict(
             "rejected", f"trial {mutated[0]}: forward mutated its inputs", stdout_tail=tail
         )
     with clock("compare"):
-        data = _load_outputs(job_dir)
-    if not data or len(data.get("outputs", [])) != len(ref.input_seeds):
-        return verdict("rejected", "outputs missing or unreadable", stdout_tail=tail)
+        trials = _load_outputs(job_dir, report)
+    if trials is None or len(trials) != len(ref.input_seeds):
+        return run.verdict("rejected", "outputs missing or unreadable", stdout_tail=tail)
     worst = Comparison(True, "", 0.0, 0.0)
-    for k, (expected, actual) in enumerate(zip(ref.outputs, data["outputs"], strict=True)):
+    for k, (expected, actual) in enumerate(zip(ref.outputs, trials, strict=True)):
         with clock("compare"):
-            cmp = compare_outputs(expected, actual, config, slot.judge_device)
+            cmp = compare_outputs(expected, list(actual), config, slot.judge_device)
         worst = Comparison(
             cmp.ok,
             cmp.reason,
@@ -302,7 +480,7 @@ def _judge_in(
             max(worst.max_rel_err, cmp.max_rel_err),
         )
         if not cmp.ok:
-            return verdict(
+            return run.verdict(
                 "incorrect",
                 f"trial {k}: {cmp.reason}",
                 max_abs_err=worst.max_abs_err,
@@ -319,56 +497,104 @@ def _judge_in(
         trials=len(ref.input_seeds),
     )
     if slot.child_device == "cpu":
-        return verdict("correct", "timing unavailable on CPU (Triton interpreter)", **common)
-    del data  # the trial outputs can be GBs: free them before the timing runs
-    return _time_on_cuda(work, ref, candidate, config, slot, verdict, common, cache, clock)
+        return run.verdict("correct", "timing unavailable on CPU (Triton interpreter)", **common)
+    del trials  # the trial outputs can be GBs: free them before the timing runs
+    return _time_on_cuda(work, ref, candidate, run, common, cache)
+
+
+_CHILD_STATUSES = ("incorrect", "rejected", "compile_error", "runtime_error", "timeout", "crashed")
 
 
 # ---- timing --------------------------------------------------------------------------------
-def _time_on_cuda(work, ref, candidate, config, slot, verdict, common, cache, clock) -> Verdict:
+def _time_on_cuda(work: Path, ref: Reference, candidate: str, run: _Run, common: dict,
+                  cache: str) -> Verdict:
+    config, slot, clock = run.config, run.slot, run.clock
     seed = ref.model_seed + 1000
     seeds = [seed + k for k in range(config.input_sets)]
     with clock("reference"):
-        tref = run_reference(ref.source, config, slot.judge_device, seeds, ref.model_seed)
-    cand_dir, ref_dir = work / "time-candidate", work / "time-reference"
-    spec = _job_spec("candidate_timing", config, slot, tref)
+        tref, hit = _cached_reference(ref.source, config, slot, seeds, ref.model_seed, run.box)
+    if hit:
+        run.cache_hits.append("timing_reference")
+    cand_dir = work / "time-candidate"
     with clock("write_job"):
-        _write_job(cand_dir, spec, tref, {"candidate.py": candidate})
+        _write_job(cand_dir, _job_spec("candidate_timing", config, slot, tref), ref.source,
+                   {"candidate.py": candidate})
     with clock("candidate_timing"):
-        result = slot.sandbox.run(str(cand_dir), config.timeout_s, cache)
-    fault = _fault_verdict(result, config)
+        result = _run_job(run, cand_dir, cache, exclusive=True)
+    fault = _fault_verdict(result, config.timeout_s, config)
     if fault:
-        return verdict(fault[0], "while timed: " + fault[1], **common)
+        return run.verdict(fault[0], "while timed: " + fault[1], **common)
     report = _read_report(cand_dir) or {"status": "crashed", "reason": "no timing report"}
     if report.get("status") != "ok":
-        return verdict(report["status"], "while timed: " + report.get("reason", ""), **common)
+        status = report.get("status")
+        status = status if status in _CHILD_STATUSES else "rejected"
+        return run.verdict(status, "while timed: " + str(report.get("reason", "")), **common)
+    problem = _strictness_problem(report, config, None)
+    if problem:
+        return run.verdict("rejected", "while timed: " + problem, **common)
     if report.get("input_fingerprints") != tref.fingerprints:
-        return verdict("rejected", "while timed: " + _NOT_REPRODUCED, **common)
+        return run.verdict("rejected", "while timed: " + _NOT_REPRODUCED, **common)
     with clock("compare"):
-        data = _load_outputs(cand_dir)
-    if not data or len(data.get("outputs", [])) != len(tref.outputs):
-        return verdict("rejected", "outputs after timing missing", **common)
-    for expected, actual in zip(tref.outputs, data["outputs"], strict=True):
+        trials = _load_outputs(cand_dir, report)
+    if trials is None or len(trials) != len(tref.outputs):
+        return run.verdict("rejected", "outputs after timing missing", **common)
+    for expected, actual in zip(tref.outputs, trials, strict=True):
         with clock("compare"):
-            cmp = compare_outputs(expected, actual, config, slot.judge_device)
+            cmp = compare_outputs(expected, list(actual), config, slot.judge_device)
         if not cmp.ok:
-            return verdict("incorrect", f"after timing: {cmp.reason}", **common)
-    timing = report["candidate"]
+            return run.verdict("incorrect", f"after timing: {cmp.reason}", **common)
+    timing = report.get("candidate") or {}
     # Judge-side sanity: the child cannot have spent more device time than wall time.
-    if timing["total_event_ms"] / 1e3 > result.wall_s:
-        return verdict(
+    if float(timing.get("total_event_ms", 0.0)) / 1e3 > result.wall_s:
+        return run.verdict(
             "rejected", "reported kernel times exceed the wall clock (timer forged)", **common
         )
-    del data
-    spec = _job_spec("reference_timing", config, slot, tref)
-    with clock("write_job"):
-        _write_job(ref_dir, spec, tref, {})
+    del trials
     with clock("baselines"):
-        ref_cache = str(work / "ref-cache")
-        rresult = slot.sandbox.run(str(ref_dir), max(config.timeout_s, 600.0), ref_cache)
-    rreport = _read_report(ref_dir) or {}
-    eager = (rreport.get("eager") or {}).get("median_ms")
-    compiled = (rreport.get("compile") or {}).get("median_ms")
+        baselines = _baselines(work, tref, run)
+    return _timed_verdict(run, timing, baselines, common)
+
+
+def _timing_settings(config: JudgeConfig) -> dict:
+    return {
+        "warmup_s": config.warmup_s,
+        "budget_s": config.timing_budget_s,
+        "max_calls": config.repetitions,
+        "l2_flush_mb": config.l2_flush_mb,
+        "input_sets": config.input_sets,
+        "compile": config.time_compile,
+    }
+
+
+def _baselines(work: Path, tref: Reference, run: _Run) -> dict:
+    """Eager and torch.compile timings of the reference: from the disk cache, else measured in
+    a child that never runs candidate code (and stored when both succeeded)."""
+    config, slot = run.config, run.slot
+    store = slot.baselines
+    key = BaselineCache.key(tref.source, slot.environment, _timing_settings(config))
+    if store is not None and not config.fresh_baselines:
+        cached = store.load(key)
+        if cached is not None:
+            run.cache_hits.append("baselines")
+            return cached
+    ref_dir = work / "time-reference"
+    _write_job(ref_dir, _job_spec("reference_timing", config, slot, tref), tref.source, {})
+    with slot.gpu.exclusive():
+        result = run.box.run(str(ref_dir), config.baseline_timeout_s, str(work / "ref-cache"))
+    report = _read_report(ref_dir) or {}
+    record = {key: report.get(key) for key in ("eager", "compile", "compile_error")}
+    if result.timed_out or report.get("status", "missing") != "ok":
+        record["error"] = str(report.get("reason") or _last_phase(result.output) or "timeout")
+    elif store is not None and record.get("eager") and (record.get("compile") or
+                                                        not config.time_compile):
+        store.store(key, {**record, "environment": slot.environment})
+    return record
+
+
+def _timed_verdict(run: _Run, timing: dict, baselines: dict, common: dict) -> Verdict:
+    config = run.config
+    eager = (baselines.get("eager") or {}).get("median_ms")
+    compiled = (baselines.get("compile") or {}).get("median_ms")
     runtime = timing["median_ms"]
     speedup_eager = eager / runtime if eager and runtime else None
     speedup_compile = compiled / runtime if compiled and runtime else None
@@ -377,13 +603,13 @@ def _time_on_cuda(work, ref, candidate, config, slot, verdict, common, cache, cl
     notes = []
     if timing.get("escaped_stream"):
         notes.append("work escaped the timed stream; host wall time used")
-    if rresult.timed_out or rreport.get("status", "ok") != "ok":
-        notes.append("reference timing failed: " + str(rreport.get("reason", "timeout")))
-    if rreport.get("compile_error"):
-        notes.append("torch.compile baseline failed: " + rreport["compile_error"][:200])
+    if baselines.get("error"):
+        notes.append("reference timing failed: " + baselines["error"])
+    if baselines.get("compile_error"):
+        notes.append("torch.compile baseline failed: " + str(baselines["compile_error"])[:200])
     if suspicious:
         notes.append(f"speedup above {limit:g}x: inspect")
-    return verdict(
+    return run.verdict(
         "correct",
         "; ".join(notes),
         runtime_ms=runtime,
@@ -394,16 +620,24 @@ def _time_on_cuda(work, ref, candidate, config, slot, verdict, common, cache, cl
         speedup_eager=speedup_eager,
         speedup_compile=speedup_compile,
         suspicious=suspicious,
-        timed_calls=timing.get("repetitions", config.repetitions),
+        timed_calls=timing.get("repetitions", 0),
+        baselines_measured=str(baselines.get("measured") or "now"),
         **common,
     )
 
 
-def environment_record(config: JudgeConfig, device: str) -> dict:
-    """Where results were measured: versions, device, driver, preset, mode, precision."""
+def environment_record(config: JudgeConfig, device: str, sandbox: str | None = None) -> dict:
+    """Where results were measured: versions, device, driver, preset, mode, precision, and the
+    isolation that untrusted code ran under (default: what a pool made now would use)."""
     import platform
 
     import triton
+
+    if sandbox is None:
+        from drtriton.judge import isolation
+
+        binary = isolation.bwrap_path()
+        sandbox = isolation.describe(binary if binary and not isolation.probe(binary) else None)
 
     record = {
         "device": device,
@@ -416,6 +650,7 @@ def environment_record(config: JudgeConfig, device: str) -> dict:
         "mode": config.mode,
         "precision": config.precision,
         "interpreter": device == "cpu",
+        "sandbox": sandbox,
         "ptrace_scope": _read_text("/proc/sys/kernel/yama/ptrace_scope"),
     }
     if device.startswith("cuda"):

@@ -1,92 +1,118 @@
-"""Warm pools of sandboxes: ``verify``, ``verify_many`` and the optional Ray executor.
+"""Warm pools of sandboxes: ``verify``, ``verify_group``, ``verify_many`` and the Ray executor.
 
-One sandbox (fork server) per worker slot: one per GPU on CUDA, a few on CPU. Pairs are judged
-concurrently, at most one per slot, and results come back in input order.
+One slot per device (each GPU, or the CPU), each with several fork servers: children of one
+slot start side by side (imports, Triton compilation and correctness trials use the host's
+cores), while timing holds its GPU alone. Results come back in input order.
 
-    from drtriton.judge import JudgeConfig, verify_many
+    from drtriton.judge import JudgeConfig, verify_group, verify_many
+    verdicts = verify_group(ref_src, [cand1, cand2], JudgeConfig(device="cpu"))
     verdicts = verify_many([(ref_src, cand_src), ...], JudgeConfig(device="cpu"), workers=2)
 """
 
 from __future__ import annotations
 
+import dataclasses
+import itertools
 import os
-import queue
+import secrets
 import shutil
 import tempfile
 import threading
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 
 import torch
 
+from drtriton.judge import isolation
+from drtriton.judge.cache import BaselineCache, default_baseline_cache
 from drtriton.judge.config import JudgeConfig, default_scratch_root
-from drtriton.judge.core import Slot, environment_record, judge_pair
+from drtriton.judge.core import Slot, environment_record, judge_pair, run_call
 from drtriton.judge.sandbox import Sandbox
 from drtriton.judge.verdict import Verdict
 
 
 class JudgePool:
-    """A bounded pool of warm sandboxes. Use as a context manager; close() stops the servers."""
+    """Warm sandboxes on every slot. Use as a context manager; close() stops the servers.
+
+    ``workers`` is, on the CPU, the number of children that may run at once; on CUDA, the
+    number of GPUs used (default: all visible), each running up to ``config.jobs_per_gpu``
+    children at once. Raises ``isolation.SandboxUnavailable`` when bubblewrap
+    cannot run here and ``config.unsafe_no_sandbox`` is not set.
+    """
 
     def __init__(self, config: JudgeConfig, workers: int | None = None) -> None:
         self.config = config
         device = config.resolved_device()
-        if device == "cuda" and not torch.cuda.is_available():
+        if device.startswith("cuda") and not torch.cuda.is_available():
             raise ValueError("device cuda requested but no CUDA GPU is visible")
+        self._bwrap = isolation.resolve(config.unsafe_no_sandbox)
+        self._sandbox_text = isolation.describe(self._bwrap)
         root = config.scratch_dir or default_scratch_root()
         self._scratch = tempfile.mkdtemp(prefix="drtriton-judge-", dir=root)
-        self._slots: queue.Queue[Slot] = queue.Queue()
-        slots = [self._make_slot(i, device, workers) for i in range(_count(device, workers))]
+        baselines = None
+        if device != "cpu":
+            baselines = BaselineCache(config.baseline_cache or default_baseline_cache())
         try:
-            _start_all([s.sandbox for s in slots])
-        except Exception:
-            shutil.rmtree(self._scratch, ignore_errors=True)
+            self.slots = _make_slots(self, device, workers, baselines)
+            _start_all([box for slot in self.slots for box in slot.sandboxes])
+        except BaseException:
+            self.close()
             raise
-        for slot in slots:
-            self._slots.put(slot)
-        self.size = len(slots)
+        self.size = sum(len(slot.sandboxes) for slot in self.slots)
+        self._next = itertools.count()
 
-    def _make_slot(self, i: int, device: str, workers: int | None) -> Slot:
-        scratch = os.path.join(self._scratch, f"slot{i}")
+    def _sandbox(self, name: str, device: str, cuda_index: int | None, minor) -> Sandbox:
+        scratch = os.path.join(self._scratch, name)
         limit = int(self.config.memory_limit_gb * (1 << 30))
         cap = self.config.output_cap_bytes
-        if device == "cpu":
-            box = Sandbox("cpu", scratch, None, limit, cap)
-            return Slot(box, "cpu", "cpu", environment_record(self.config, "cpu"))
-        index = int(device.split(":")[1]) if ":" in device else i
-        box = Sandbox("cuda", scratch, index, limit, cap)
-        judge_device = f"cuda:{index}"
-        # The child sees only this GPU (CUDA_VISIBLE_DEVICES), as its device 0.
-        return Slot(box, judge_device, "cuda:0", environment_record(self.config, judge_device))
+        return Sandbox(device, scratch, cuda_index, limit, cap, bwrap=self._bwrap, gpu_minor=minor)
+
+    def _slot(self, i: int) -> Slot:
+        return self.slots[i % len(self.slots)]
 
     def verify(self, reference_source: str, candidate_source: str) -> Verdict:
-        slot = self._slots.get()
-        try:
-            return judge_pair(reference_source, candidate_source, self.config, slot)
-        finally:
-            self._slots.put(slot)
+        slot = self._slot(next(self._next))
+        return judge_pair(reference_source, candidate_source, self.config, slot)
+
+    def call(self, reference_source: str, function: str, arguments: dict, phase: str) -> dict:
+        """Run project code over an untrusted reference in a sandbox (``core.run_call``)."""
+        slot = self._slot(next(self._next))
+        with slot.sandbox() as box:
+            return run_call(reference_source, function, arguments, self.config, slot, box, phase)
+
+    def verify_group(
+        self, reference_source: str, candidates: Sequence[str], progress: bool = False
+    ) -> list[Verdict]:
+        """Judge candidates of one reference on one slot, on one seed (``config.seed`` or a
+        fresh one): the reference runs once, the children start side by side, timing runs
+        one candidate at a time. Results in input order."""
+        slot = self._slot(next(self._next))
+        seed = self.config.seed if self.config.seed is not None else secrets.randbits(31)
+        report = _progress(len(candidates), progress)
+
+        def one(candidate: str) -> Verdict:
+            return report(judge_pair(reference_source, candidate, self.config, slot, seed))
+
+        with ThreadPoolExecutor(max_workers=max(1, len(slot.sandboxes))) as executor:
+            return list(executor.map(one, candidates))
 
     def verify_many(
         self, pairs: Sequence[tuple[str, str]], progress: bool = False
     ) -> list[Verdict]:
-        """Judge all pairs, ``self.size`` at a time; results in input order."""
-        done = [0]
-        lock = threading.Lock()
+        """Judge all pairs, ``self.size`` children at a time; results in input order."""
+        report = _progress(len(pairs), progress)
 
-        def one(pair: tuple[str, str]) -> Verdict:
-            verdict = self.verify(*pair)
-            if progress:
-                with lock:
-                    done[0] += 1
-                    print(f"[judge] {done[0]}/{len(pairs)} {verdict.status}", flush=True)
-            return verdict
+        def one(indexed: tuple[int, tuple[str, str]]) -> Verdict:
+            i, (reference, candidate) = indexed
+            return report(judge_pair(reference, candidate, self.config, self._slot(i)))
 
         with ThreadPoolExecutor(max_workers=self.size) as executor:
-            return list(executor.map(one, pairs))
+            return list(executor.map(one, enumerate(pairs)))
 
     def close(self) -> None:
-        while not self._slots.empty():
-            self._slots.get().sandbox.close()
+        for slot in getattr(self, "slots", []):
+            for box in slot.sandboxes:
+                box.close()
         shutil.rmtree(self._scratch, ignore_errors=True)
 
     def __enter__(self) -> JudgePool:
@@ -96,13 +122,49 @@ class JudgePool:
         self.close()
 
 
-def _count(device: str, workers: int | None) -> int:
-    if device.startswith("cuda:"):
-        return 1
-    if device == "cuda":
+def _progress(total: int, enabled: bool) -> Callable[[Verdict], Verdict]:
+    done = [0]
+    lock = threading.Lock()
+
+    def report(verdict: Verdict) -> Verdict:
+        if enabled:
+            with lock:
+                done[0] += 1
+                print(f"[judge] {done[0]}/{total} {verdict.status}", flush=True)
+        return verdict
+
+    return report
+
+
+def _make_slots(pool: JudgePool, device: str, workers: int | None, baselines) -> list[Slot]:
+    config = pool.config
+    if device == "cpu":
+        n = workers or max(1, min(4, os.cpu_count() or 1))
+        boxes = [pool._sandbox(f"cpu{j}", "cpu", None, None) for j in range(n)]
+        return [Slot(boxes, "cpu", "cpu", environment_record(config, "cpu", pool._sandbox_text))]
+    if ":" in device:
+        indices = [int(device.split(":")[1])]
+    else:
         gpus = torch.cuda.device_count()
-        return min(workers, gpus) if workers else gpus
-    return workers or max(1, min(4, os.cpu_count() or 1))
+        indices = list(range(min(workers, gpus) if workers else gpus))
+    per_gpu = config.jobs_per_gpu
+    slots = []
+    for index in indices:
+        minor = _gpu_minor(index)
+        boxes = [pool._sandbox(f"gpu{index}-{j}", "cuda", index, minor) for j in range(per_gpu)]
+        judge_device = f"cuda:{index}"
+        env = environment_record(config, judge_device, pool._sandbox_text)
+        # The children see only this GPU (CUDA_VISIBLE_DEVICES), as their device 0.
+        slots.append(Slot(boxes, judge_device, "cuda:0", env, baselines=baselines))
+    return slots
+
+
+def _gpu_minor(index: int) -> int:
+    props = torch.cuda.get_device_properties(index)
+    try:
+        return isolation.gpu_minor_for(props.pci_domain_id, props.pci_bus_id, props.pci_device_id)
+    except AttributeError:  # an older torch without PCI ids: pass every GPU node through
+        return -1
 
 
 def _start_all(boxes: list[Sandbox]) -> None:
@@ -113,8 +175,20 @@ def _start_all(boxes: list[Sandbox]) -> None:
 
 def verify(reference_source: str, candidate_source: str, config: JudgeConfig) -> Verdict:
     """Judge one pair in a fresh single-slot pool (for many pairs use ``verify_many``)."""
-    with JudgePool(config, workers=1) as pool:
+    with JudgePool(dataclasses.replace(config, jobs_per_gpu=1), workers=1) as pool:
         return pool.verify(reference_source, candidate_source)
+
+
+def verify_group(
+    reference_source: str,
+    candidates: Sequence[str],
+    config: JudgeConfig,
+    workers: int | None = None,
+    progress: bool = False,
+) -> list[Verdict]:
+    """Judge several candidates of one reference (see ``JudgePool.verify_group``)."""
+    with JudgePool(config, workers) as pool:
+        return pool.verify_group(reference_source, candidates, progress)
 
 
 def verify_many(

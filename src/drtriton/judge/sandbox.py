@@ -1,12 +1,15 @@
 """The judge's handle on one fork server: start it, run a job with a timeout, restart on trouble.
 
-One ``Sandbox`` is one worker slot (one per GPU on CUDA). It enforces the wall-clock timeout
-(killing the child's process group), watches the child's RSS on CUDA (where an address-space
-limit cannot be used), and restarts the fork server if anything kills it.
+One ``Sandbox`` is one fork server, started inside a bubblewrap sandbox (``isolation.py``) unless
+the caller opted out. The server enforces each job's wall-clock timeout and (on CUDA, where an
+address-space limit cannot be used) its resident-memory limit; the judge keeps a backstop: a
+server that does not answer within the timeout plus a grace period is killed with its whole
+sandbox. A server that dies (a candidate can kill it: it is inside the sandbox) is restarted.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import select
@@ -17,9 +20,12 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from drtriton.judge import isolation
+
 # Environment variables a sandboxed process keeps (everything else is dropped: tokens, paths).
 _KEEP_PREFIXES = ("CUDA", "NVIDIA", "TRITON_PTXAS", "TRITON_CUOBJDUMP", "TRITON_NVDISASM")
 _KEEP_NAMES = ("PATH", "LANG", "LC_ALL", "LD_LIBRARY_PATH", "TZ")
+_BACKSTOP_GRACE_S = 30.0
 _PACKAGE_ROOT = str(Path(__file__).resolve().parents[2])  # the directory holding drtriton/
 
 
@@ -68,6 +74,8 @@ class Sandbox:
         memory_limit_bytes: int = 8 << 30,
         output_cap: int = 64 * 1024,
         start_timeout_s: float = 180.0,
+        bwrap: str | None = None,
+        gpu_minor: int | None = None,
     ) -> None:
         self.device = device
         self.scratch = scratch
@@ -75,7 +83,10 @@ class Sandbox:
         self.memory_limit_bytes = memory_limit_bytes
         self.output_cap = output_cap
         self.start_timeout_s = start_timeout_s
+        self.bwrap = bwrap  # None: no OS sandbox (the caller opted out)
+        self.gpu_minor = gpu_minor
         self._proc: subprocess.Popen | None = None
+        self._init_pid: int | None = None
         self._buffer = b""
 
     # ---- server lifecycle ---------------------------------------------------------------
@@ -85,15 +96,26 @@ class Sandbox:
             f"import sys; sys.path.insert(0, {_PACKAGE_ROOT!r}); "
             "from drtriton.judge.server import main; main()"
         )
+        argv = [sys.executable, "-c", bootstrap]
+        env = clean_environment(self.device, self.cuda_index, self.scratch)
+        info_read, info_write = os.pipe() if self.bwrap else (-1, -1)
+        if self.bwrap:
+            argv = isolation.command(self.bwrap, self.scratch, argv, self.gpu_minor, info_write)
+            env["DRTRITON_PID_NAMESPACE"] = "1"
         self._proc = subprocess.Popen(
-            [sys.executable, "-c", bootstrap],
+            argv,
+            pass_fds=(info_write,) if self.bwrap else (),
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             stderr=subprocess.DEVNULL,
             cwd=self.scratch,
-            env=clean_environment(self.device, self.cuda_index, self.scratch),
+            env=env,
         )
         self._buffer = b""
+        self._init_pid = None
+        if self.bwrap:
+            os.close(info_write)
+            self._init_pid = isolation.read_init_pid(info_read)
         event = self._read_event(time.monotonic() + self.start_timeout_s)
         if event is None or event.get("event") != "ready":
             self.close()
@@ -102,6 +124,10 @@ class Sandbox:
     def close(self) -> None:
         if self._proc is None:
             return
+        if self._init_pid:  # the sandbox's init: its death ends every process inside
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.kill(self._init_pid, signal.SIGKILL)
+            self._init_pid = None
         try:
             self._proc.kill()
             self._proc.wait(timeout=10)
@@ -131,7 +157,9 @@ class Sandbox:
             "job_dir": job_dir,
             "triton_cache_dir": triton_cache_dir,
             "output_cap": self.output_cap,
+            "timeout_s": timeout_s,
             "memory_limit_bytes": self.memory_limit_bytes if self.device == "cpu" else 0,
+            "rss_limit_bytes": self.memory_limit_bytes if self.device != "cpu" else 0,
         }
         t0 = time.monotonic()
         try:
@@ -142,37 +170,21 @@ class Sandbox:
         started = self._read_event(t0 + 60)
         if started is None or started.get("event") != "started":
             return self._lost(t0)
-        pid = started["pid"]
-        deadline = t0 + timeout_s
-        timed_out = memory_killed = False
-        while True:
-            event = self._read_event(min(deadline, time.monotonic() + 0.2))
-            if event is not None:
-                break
-            if not self._alive():
-                return self._lost(t0)
-            if time.monotonic() >= deadline:
-                timed_out = True
-            elif self.device != "cpu" and _rss_bytes(pid) > self.memory_limit_bytes:
-                memory_killed = True
-            if timed_out or memory_killed:
-                _kill_group(pid)
-                event = self._read_event(time.monotonic() + 30)
-                if event is None:
-                    self.close()
-                    return self._lost(t0, timed_out=timed_out)
-                break
+        # The server kills the child at its deadline; this is the backstop for a server that a
+        # candidate stopped or killed.
+        event = self._read_event(t0 + timeout_s + _BACKSTOP_GRACE_S)
+        if event is None or event.get("event") != "exit":
+            return self._lost(t0, timed_out=time.monotonic() - t0 >= timeout_s)
         return JobResult(
             exit_code=event.get("code"),
             signal=event.get("signal"),
-            timed_out=timed_out,
-            memory_killed=memory_killed,
+            timed_out=bool(event.get("timed_out")),
+            memory_killed=bool(event.get("memory_killed")),
             output=event.get("output", ""),
             wall_s=time.monotonic() - t0,
         )
 
     def _lost(self, t0: float, timed_out: bool = False) -> JobResult:
-        # The candidate took the server down with it (e.g. killed its parent): restart later.
         self.close()
         return JobResult(None, None, timed_out, False, "", time.monotonic() - t0, server_lost=True)
 
@@ -192,22 +204,3 @@ class Sandbox:
             self._buffer += chunk
         line, self._buffer = self._buffer.split(b"\n", 1)
         return json.loads(line)
-
-
-def _rss_bytes(pid: int) -> int:
-    try:
-        with open(f"/proc/{pid}/status") as f:
-            for line in f:
-                if line.startswith("VmRSS:"):
-                    return int(line.split()[1]) * 1024
-    except OSError:
-        pass
-    return 0
-
-
-def _kill_group(pid: int) -> None:
-    for target in (lambda: os.killpg(pid, signal.SIGKILL), lambda: os.kill(pid, signal.SIGKILL)):
-        try:
-            target()
-        except (ProcessLookupError, PermissionError):
-            pass

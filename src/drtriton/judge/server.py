@@ -10,11 +10,19 @@ For each it forks a child that
   first ``output_cap`` bytes (an output flood cannot fill a disk or block the child),
 * on CPU gets ``RLIMIT_AS`` = current size + the memory limit (on CUDA the judge watches RSS
   instead, because an address-space limit breaks CUDA initialisation),
-* changes into the job directory and runs ``worker.run_job``, then ``os._exit``.
+* changes into the job directory and runs a sealed copy of ``worker.run_job``
+  (``worker.sealed_run_job``), then ``os._exit``.
+
+The server enforces the job's wall-clock limit (``timeout_s``) and, on CUDA, its resident-memory
+limit (``rss_limit_bytes``: an address-space limit breaks CUDA initialisation) by killing the
+child's process group. When the child is gone it kills every other process it can see: inside the
+bubblewrap sandbox (``isolation.py``) that is the whole PID namespace, so a double fork with
+``setsid`` does not outlive the verdict.
 
 The server answers ``{"event": "started", "pid": ...}`` and, when the child is gone,
-``{"event": "exit", "code": ..., "signal": ..., "output": ...}``. Child processes never see the
-protocol pipe (fd 1 is replaced before any job code runs).
+``{"event": "exit", "code": ..., "signal": ..., "timed_out": ..., "memory_killed": ...,
+"output": ...}``. Child processes never see the protocol pipe (fd 1 is replaced before any job
+code runs).
 """
 
 from __future__ import annotations
@@ -26,14 +34,17 @@ import select
 import signal
 import sys
 import threading
+import time
 
 
 def _warm_imports() -> None:
     import numpy  # noqa: F401
     import torch  # noqa: F401
+    import torch._dynamo  # noqa: F401  (imported lazily by torch's mode machinery otherwise:
     import triton  # noqa: F401
     import triton.language  # noqa: F401
 
+    # after the child's seal, its import-time frame inspection (sympy) would be blocked)
     import drtriton.judge.worker  # noqa: F401
 
     if os.environ.get("TRITON_INTERPRET") == "1":
@@ -74,11 +85,15 @@ def _child(request: dict, write_fd: int, proto_fd: int) -> None:
         os.environ["TRITON_CACHE_DIR"] = request["triton_cache_dir"]
         if request.get("memory_limit_bytes"):
             _limit_address_space(request["memory_limit_bytes"])
-        from drtriton.judge.worker import run_job
+        from drtriton.judge.worker import sealed_run_job
 
-        code = run_job(request["job_dir"])
-    except BaseException:  # the report (or its absence) tells the judge what happened
+        code = sealed_run_job()(request["job_dir"])
+    except BaseException as exc:  # the report (or its absence) tells the judge what happened
         code = 71
+        try:
+            os.write(2, f"[drtriton] job failed outside the worker: {exc!r}\n".encode())
+        except BaseException:
+            pass
     finally:
         try:
             sys.stdout.flush()
@@ -108,12 +123,11 @@ def _serve_one(request: dict, proto) -> None:
     done, sink = threading.Event(), []
     drainer = threading.Thread(target=_drain, args=(read_fd, request["output_cap"], done, sink))
     drainer.start()
-    _, status = os.waitpid(pid, 0)
-    # Grandchildren the candidate left behind die with its process group.
-    try:
-        os.killpg(pid, signal.SIGKILL)
-    except (ProcessLookupError, PermissionError):
-        pass
+    status, timed_out, memory_killed = _wait(pid, request)
+    # Grandchildren the candidate left behind die with its process group, or with the namespace.
+    _kill(pid, group=True)
+    if os.environ.get("DRTRITON_PID_NAMESPACE") == "1":
+        _kill_namespace()
     done.set()
     drainer.join()
     os.close(read_fd)
@@ -121,10 +135,66 @@ def _serve_one(request: dict, proto) -> None:
         "event": "exit",
         "code": os.WEXITSTATUS(status) if os.WIFEXITED(status) else None,
         "signal": os.WTERMSIG(status) if os.WIFSIGNALED(status) else None,
+        "timed_out": timed_out,
+        "memory_killed": memory_killed,
         "output": b"".join(sink).decode("utf-8", "replace"),
     }
     proto.write(json.dumps(reply) + "\n")
     proto.flush()
+
+
+def _wait(pid: int, request: dict) -> tuple[int, bool, bool]:
+    """Wait for the child; kill it at its deadline or above its RSS limit."""
+    deadline = time.monotonic() + float(request.get("timeout_s") or 1e9)
+    rss_limit = int(request.get("rss_limit_bytes") or 0)
+    timed_out = memory_killed = False
+    while True:
+        done, status = os.waitpid(pid, os.WNOHANG)
+        if done:
+            return status, timed_out, memory_killed
+        if not (timed_out or memory_killed):
+            if time.monotonic() >= deadline:
+                timed_out = True
+            elif rss_limit and _rss_bytes(pid) > rss_limit:
+                memory_killed = True
+            if timed_out or memory_killed:
+                _kill(pid, group=True)
+        time.sleep(0.02)
+
+
+def _rss_bytes(pid: int) -> int:
+    try:
+        with open(f"/proc/{pid}/status") as f:
+            for line in f:
+                if line.startswith("VmRSS:"):
+                    return int(line.split()[1]) * 1024
+    except OSError:
+        pass
+    return 0
+
+
+def _kill(pid: int, group: bool = False) -> None:
+    try:
+        (os.killpg if group else os.kill)(pid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+        pass
+
+
+def _kill_namespace() -> None:
+    """Kill every process of this PID namespace but its init (pid 1) and this server."""
+    me = os.getpid()
+    for _ in range(3):  # a process may fork while the first pass runs
+        others = [int(n) for n in os.listdir("/proc") if n.isdigit() and int(n) not in (1, me)]
+        if not others:
+            return
+        for other in others:
+            _kill(other)
+        for other in others:
+            try:
+                os.waitpid(other, os.WNOHANG)
+            except ChildProcessError:
+                pass
+        time.sleep(0.01)
 
 
 def main() -> None:

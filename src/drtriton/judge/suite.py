@@ -1,8 +1,11 @@
 """The adversarial suite: candidate files with their expected verdicts, and legit candidates.
 
 A case file declares ``EXPECTED = "status"`` (or ``{"cpu": ..., "cuda": ...}``) and optionally
-``REFERENCE = "ref_file.py"`` (default ``ref_add_relu.py`` in the references directory). Case files
-are read with ``ast`` only: they are untrusted and never imported here.
+``REFERENCE = "ref_file.py"`` (default ``ref_add_relu.py`` in the references directory),
+``REASON`` (a text the verdict's reason must contain), ``HOST_PATHS`` (files that must not exist
+on the host afterwards) and ``HOST_PROCESS`` (a command-line fragment no process on the host may
+show afterwards). Case files are read with ``ast`` only: they are untrusted and never imported
+here.
 
     PYTHONPATH=src python3 -m drtriton.judge.suite --device cpu
 """
@@ -11,8 +14,13 @@ from __future__ import annotations
 
 import argparse
 import ast
+import contextlib
 import json
+import os
+import socket
+import threading
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -32,6 +40,9 @@ class Case:
     path: Path
     reference: Path
     expected: str
+    reason: str = ""
+    host_paths: tuple[str, ...] = ()
+    host_process: str = ""
 
 
 def _constant(tree: ast.Module, name: str) -> object:
@@ -58,8 +69,76 @@ def load_cases(
         if isinstance(expected, dict):
             expected = expected["cuda" if device.startswith("cuda") else "cpu"]
         reference = _constant(tree, "REFERENCE") or DEFAULT_REFERENCE
-        out.append(Case(path.stem, path, cases / reference, expected))
+        out.append(
+            Case(
+                path.stem,
+                path,
+                cases / reference,
+                expected,
+                _constant(tree, "REASON") or "",
+                tuple(_constant(tree, "HOST_PATHS") or ()),
+                _constant(tree, "HOST_PROCESS") or "",
+            )
+        )
     return out
+
+
+def host_escapes(case: Case) -> list[str]:
+    """What of a case reached the host: files that exist, processes still running."""
+    found = [p for p in case.host_paths if os.path.exists(p)]
+    if case.host_process:
+        for pid in os.listdir("/proc"):
+            try:
+                with open(f"/proc/{pid}/cmdline", "rb") as f:
+                    cmdline = f.read().replace(b"\0", b" ").decode(errors="replace")
+            except OSError:
+                continue
+            if case.host_process in cmdline:
+                found.append(f"process {pid}: {cmdline.strip()}")
+    return found
+
+
+def case_problem(case: Case, verdict) -> str | None:
+    """Why a verdict does not meet its case, or None."""
+    if verdict.status != case.expected:
+        return f"expected {case.expected}, got {verdict.status}: {verdict.reason[:200]}"
+    if case.reason and case.reason not in verdict.reason:
+        return f"reason {verdict.reason[:200]!r} lacks {case.reason!r}"
+    escaped = host_escapes(case)
+    return f"reached the host: {escaped}" if escaped else None
+
+
+LISTENER_PORT = 47561  # tests/adversarial/network_connect.py connects here
+
+
+@contextlib.contextmanager
+def loopback_listener(port: int = LISTENER_PORT) -> Iterator[list]:
+    """Listen on the host's 127.0.0.1:``port`` while the suite runs; yields the peers accepted."""
+    accepted: list = []
+    server = socket.socket()
+    server.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    server.bind(("127.0.0.1", port))
+    server.listen()
+    server.settimeout(0.2)
+    stop = threading.Event()
+
+    def serve() -> None:
+        while not stop.is_set():
+            try:
+                conn, peer = server.accept()
+            except OSError:
+                continue
+            accepted.append(peer)
+            conn.close()
+
+    thread = threading.Thread(target=serve, daemon=True)
+    thread.start()
+    try:
+        yield accepted
+    finally:
+        stop.set()
+        thread.join()
+        server.close()
 
 
 def run_suite(
@@ -70,16 +149,20 @@ def run_suite(
     cases = [c for c in load_cases(device) if not only or c.name in only]
     pairs = [(c.reference.read_text(), c.path.read_text()) for c in cases]
     t0 = time.monotonic()
-    with JudgePool(config, workers) as pool:
+    with loopback_listener() as accepted, JudgePool(config, workers) as pool:
         verdicts = pool.verify_many(pairs)
+    if accepted:
+        raise RuntimeError(f"a candidate reached the host's loopback listener: {accepted}")
     rows = []
     for case, verdict in zip(cases, verdicts, strict=True):
+        problem = case_problem(case, verdict)
         rows.append(
             {
                 "case": case.name,
                 "expected": case.expected,
                 "got": verdict.status,
-                "ok": verdict.status == case.expected,
+                "ok": problem is None,
+                "problem": problem or "",
                 "reason": verdict.reason[:200],
                 "wall_s": round(verdict.wall_s, 3),
                 "verdict": verdict.to_dict(),
@@ -97,16 +180,22 @@ def main() -> None:
     # a low cap makes the memory-hog case fail fast, well inside its wall-clock limit
     parser.add_argument("--memory-limit-gb", type=float, default=2.0)
     parser.add_argument("--only", nargs="*")
+    parser.add_argument("--unsafe-no-sandbox", action="store_true",
+                        help="judge without bubblewrap (to see which cases then escape)")
     parser.add_argument("--json", type=Path, default=None)
     args = parser.parse_args()
     config = JudgeConfig(
-        device=args.device, timeout_s=args.timeout_s, memory_limit_gb=args.memory_limit_gb
+        device=args.device,
+        timeout_s=args.timeout_s,
+        memory_limit_gb=args.memory_limit_gb,
+        unsafe_no_sandbox=args.unsafe_no_sandbox,
     )
     rows = run_suite(config, args.workers, args.only)
     for row in rows[:-1]:
         mark = "ok  " if row["ok"] else "FAIL"
+        detail = row["problem"] or row["reason"]
         print(
-            f"{mark} {row['case']:<24} expected={row['expected']:<14} got={row['got']:<14} {row['reason'][:90]}"
+            f"{mark} {row['case']:<24} expected={row['expected']:<14} got={row['got']:<14} {detail[:90]}"
         )
     print(
         f"{sum(r['ok'] for r in rows[:-1])}/{len(rows) - 1} as expected in {rows[-1]['total_wall_s']:.1f} s"

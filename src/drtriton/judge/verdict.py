@@ -39,6 +39,8 @@ class Verdict:
     trials: int = 0
     wall_s: float = 0.0
     phase_s: dict[str, float] = field(default_factory=dict)  # where wall_s went, per phase
+    cache_hits: list[str] = field(default_factory=list)  # reference / timing_reference / baselines
+    baselines_measured: str = ""  # when the eager/compile timings were measured ("now" or a date)
     stdout_tail: str = ""
     environment: dict[str, Any] = field(default_factory=dict)
 

@@ -1,64 +1,146 @@
-"""What runs inside one sandboxed child process: a candidate's trials, or a timing job.
+"""What runs inside one sandboxed child process: a reference run, a candidate's trials, or timing.
 
-The judge writes a job directory (``job.json`` with the input seeds, ``init.pt``, the reference
-and the program source); the fork server (``server.py``) forks a child that calls ``run_job``
-there. The child remakes the inputs from the seeds with the reference's ``get_inputs`` on its
-device (the reference is loaded before the candidate; the judge checks their fingerprints), and
-writes ``report.json`` and, for candidates, ``outputs.pt``; the judge reads them after the child
-exited.
-The reference's outputs never enter a candidate process: comparison happens in the judge.
+The judge writes a job directory (``job.json`` with the seeds, the reference, the program source);
+the fork server (``server.py``) forks a child that calls ``sealed_run_job()(job_dir)`` there. The
+child remakes the inputs from the seeds with the reference's ``get_inputs`` on its device and
+writes ``report.txt`` (a Python literal) and ``outputs.bin`` (raw tensor bytes, laid out as the
+report says); the judge reads them after the child exited. The reference's outputs never enter a
+candidate process: comparison happens in the judge.
 
-Everything this module needs is bound at import time, in the fork server, before any candidate
-code runs, so a candidate that patches ``builtins`` or ``torch`` later cannot swap them.
+Sealing (candidate jobs): this module is executed afresh in the child, with a private copy of
+``builtins`` and outside ``sys.modules``, and every library callable it uses once the candidate
+may run is bound below, at that execution, as a C-level function or method. Then ``seal.scrub``
+guards the C entry points of the op record and ``seal.install_audit_hook`` blocks the ways to the
+worker's frames, ``gc`` walks and the result files. The authoritative record of aten ops in
+``forward`` is torch's C++ profiler (RecordFunction), which sees ops whatever Python modes,
+dispatch keys or patched classes say; a range named with a per-job random nonce proves the
+record was not restarted. The Python monitor (``monitor.py``) adds launch counts and host
+escapes (``Tensor.numpy``/``item``) as defence in depth.
 """
 
 from __future__ import annotations
 
+import builtins
 import json
 import os
+import secrets
 import statistics
+import sys
 import threading
 import time
-import traceback
 import types
 from collections.abc import Callable
 
+import numpy
 import torch
 
-from drtriton.judge.monitor import Monitor
-from drtriton.program import fingerprint, make_inputs
+from drtriton.judge import seal
+from drtriton.judge.monitor import ALLOWED_OPS, CASTING_OPS, Monitor
+from drtriton.program import make_inputs
 
+REPORT = "report.txt"
+OUTPUTS = "outputs.bin"
+PHASE_MARK = "[drtriton-phase] "  # the last such line of a child's output names where it was
+
+# ---- bound now, before any candidate code can run --------------------------------------------
+_TB = torch._C.TensorBase
 _Tensor = torch.Tensor
-_type = type
-_isinstance = isinstance
+_t_device = _TB.device.__get__
+_t_dtype = _TB.dtype.__get__
+_t_shape = _TB.shape.__get__
+_t_numel = _TB.numel
+_t_detach = _TB.detach
+_t_to = _TB.to
+_t_contiguous = _TB.contiguous
+_t_numpy = _TB.numpy
+_t_view = _TB.view
+_t_sum = _TB.sum
+_t_item = _TB.item
+_t_clone = _TB.clone
+_t_copy = _TB.copy_
+_t_zero = _TB.zero_
+_t_storage = _TB.untyped_storage
+_s_ptr = torch._C.StorageBase.data_ptr
+_s_nbytes = torch._C.StorageBase.nbytes
+_nd_tobytes = numpy.ndarray.tobytes
+_set_grad = torch._C._set_grad_enabled
+_len_function_modes = torch._C._len_torch_function_stack
+_len_dispatch_modes = torch._C._len_torch_dispatch_stack
+_rf_enter = torch._C._autograd._record_function_with_args_enter
+_rf_exit = torch._C._autograd._record_function_with_args_exit
+_ev_name = torch._C._autograd._KinetoEvent.name
+_ev_dtypes = torch._C._autograd._KinetoEvent.dtypes
+_ev_start = torch._C._autograd._KinetoEvent.start_ns
+_ev_end = torch._C._autograd._KinetoEvent.end_ns
+_ev_thread = torch._C._autograd._KinetoEvent.start_thread_id
+_result_events = torch._C._autograd._ProfilerResult.events
+_ProfilerConfig = torch._C._profiler.ProfilerConfig
+_ProfilerState = torch._C._profiler.ProfilerState
+_ProfilerActivity = torch._C._profiler.ProfilerActivity
+_ExperimentalConfig = torch._C._profiler._ExperimentalConfig
+_cuda_sync = getattr(torch._C, "_cuda_synchronize", None)
+_cuda_event = torch.cuda.Event
+_thread_count = getattr(__import__("_thread"), "_count", lambda: threading.active_count())
 _perf_counter = time.perf_counter
-_json_dump = json.dump
-_torch_save = torch.save
-_torch_load = torch.load
-_equal = torch.equal
+_os_open, _os_write, _os_close, _os_ftruncate = os.open, os.write, os.close, os.ftruncate
+_os_lseek = os.lseek
+_type, _isinstance, _repr, _len, _str = type, isinstance, repr, len, str
+_float64 = torch.float64
+_int16, _bfloat16 = torch.int16, torch.bfloat16
+_quantiles, _median = statistics.quantiles, statistics.median
+
+
+def sealed_run_job() -> Callable[[str], int]:
+    """``run_job`` from a fresh execution of this module: private builtins, not in sys.modules.
+
+    A candidate that patches ``builtins``, this module's globals (found through sys.modules) or
+    torch's Python classes after this point changes none of the objects the returned function
+    uses.
+    """
+    with open(__file__) as f:
+        source = f.read()
+    namespace = {
+        "__builtins__": dict(builtins.__dict__),
+        "__name__": "_drtriton_sealed_worker",
+        "__file__": __file__,
+    }
+    exec(compile(source, __file__, "exec"), namespace)
+    return namespace["run_job"]
+
+
+def forget_project_modules() -> None:
+    """Drop drtriton's modules from sys.modules (a candidate importing them gets fresh copies)."""
+    for name in [n for n in sys.modules if n == "drtriton" or n.startswith("drtriton.")]:
+        del sys.modules[name]
 
 
 def run_job(job_dir: str) -> int:
     """Entry point in the child. Returns the exit code (the report says what happened)."""
     with open(os.path.join(job_dir, "job.json")) as f:
         job = json.load(f)
+    out = _ResultFiles(job_dir)
     report: dict = {"kind": job["kind"], "status": "ok", "reason": ""}
     try:
-        if job["kind"] == "candidate":
-            _run_candidate(job, job_dir, report)
-        elif job["kind"] == "candidate_timing":
-            _run_candidate_timing(job, job_dir, report)
-        elif job["kind"] == "reference_timing":
-            _run_reference_timing(job, job_dir, report)
+        kind = job["kind"]
+        if kind == "reference":
+            _run_reference(job, report, out)
+        elif kind == "candidate":
+            _run_candidate(job, report, out)
+        elif kind == "candidate_timing":
+            _run_candidate_timing(job, report, out)
+        elif kind == "reference_timing":
+            _run_reference_timing(job, report)
+        elif kind == "call":
+            _run_call(job, report)
         else:
-            raise ValueError(f"unknown job kind {job['kind']}")
+            raise ValueError(f"unknown job kind {kind}")
     except _Failure as failure:
         report.update(status=failure.status, reason=failure.reason)
     except SystemExit as exc:
         report.update(status="crashed", reason=f"candidate called sys.exit({exc.code!r})")
     except BaseException as exc:  # any other failure of candidate code is a runtime error
-        report.update(_classify_exception(exc, "forward"))
-    _write_report(job_dir, report)
+        report.update(_classify_exception(exc, report.get("phase", "forward")))
+    out.finish(report)
     return 0
 
 
@@ -71,17 +153,65 @@ class _Failure(Exception):
 
 def _classify_exception(exc: BaseException, phase: str) -> dict:
     text = f"{_type(exc).__name__}: {exc}"
+    if _isinstance(exc, seal.SealViolation):
+        return {"status": "rejected", "reason": f"{phase}: {text[:300]}"}
     if _isinstance(exc, MemoryError) or "can't allocate memory" in text or "out of memory" in text:
         return {"status": "crashed", "reason": f"memory limit exceeded in {phase}: {text[:300]}"}
     if "CompilationError" in _type(exc).__name__:
-        return {"status": "compile_error", "reason": f"Triton compilation: {text[:500]}"}
-    tail = traceback.format_exc(limit=-3)[-1500:]
-    return {"status": "runtime_error", "reason": f"{phase}: {text[:500]}", "traceback": tail}
+        return {"status": "compile_error", "reason": f"Triton compilation in {phase}: {text[:500]}"}
+    return {"status": "runtime_error", "reason": f"{phase}: {text[:500]}"}
 
 
-def _write_report(job_dir: str, report: dict) -> None:
-    with open(os.path.join(job_dir, "report.json"), "w") as f:
-        _json_dump(report, f)
+def _phase(report: dict, name: str) -> None:
+    """Note where the job is: in the report, and on stdout for a job killed at its deadline."""
+    report["phase"] = name
+    print(PHASE_MARK + name, flush=True)
+
+
+class _ResultFiles:
+    """The child's two result files, opened before any candidate code runs.
+
+    The audit hook blocks every file operation on their paths afterwards, so only these
+    descriptors can write them; ``finish`` rewrites both from offset 0.
+    """
+
+    def __init__(self, job_dir: str) -> None:
+        self.paths = [os.path.join(job_dir, REPORT), os.path.join(job_dir, OUTPUTS)]
+        flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL
+        self.fds = [_os_open(p, flags, 0o600) for p in self.paths]
+        self.blobs: list[bytes] = []
+        self.specs: list[list] = []
+        self.size = 0
+
+    def add_outputs(self, tensors: list) -> list[int]:
+        """Append host copies of ``tensors``; return their indices in ``report["outputs"]``."""
+        indices = []
+        for t in tensors:
+            data = _raw_bytes(t)
+            self.specs.append([_str(_t_dtype(t)), list(_t_shape(t)), self.size, _len(data)])
+            self.blobs.append(data)
+            self.size += _len(data)
+            indices.append(_len(self.specs) - 1)
+        return indices
+
+    def finish(self, report: dict) -> None:
+        report["outputs"] = self.specs
+        text = _repr(report).encode()
+        for fd, chunks in zip(self.fds, ([text], self.blobs), strict=True):
+            _os_ftruncate(fd, 0)
+            _os_lseek(fd, 0, 0)
+            for chunk in chunks:
+                view = memoryview(chunk)
+                while view:
+                    view = view[_os_write(fd, view[: 1 << 30]) :]
+            _os_close(fd)
+
+
+def _raw_bytes(t: torch.Tensor) -> bytes:
+    host = _t_contiguous(_t_to(_t_detach(t), "cpu"))
+    if _t_dtype(host) == _bfloat16:  # numpy has no bfloat16: ship its bits
+        host = _t_view(host, _int16)
+    return _nd_tobytes(_t_numpy(host))
 
 
 # ---- loading ---------------------------------------------------------------------------
@@ -96,37 +226,34 @@ def _setup(job: dict) -> torch.device:
     return device
 
 
-def _load_source(path: str, name: str) -> types.ModuleType:
+def _load_source(path: str, name: str, phase: str) -> types.ModuleType:
     with open(path) as f:
         source = f.read()
     module = types.ModuleType(name)
     module.__file__ = path
+    module.__builtins__ = builtins  # the shared builtins, never this worker's private copy
     try:
         exec(compile(source, path, "exec"), module.__dict__)
     except SystemExit:
         raise
     except BaseException as exc:
-        raise _Failure("compile_error", f"importing {name}: {_type(exc).__name__}: {exc}") from exc
+        if _isinstance(exc, seal.SealViolation):
+            raise _Failure("rejected", f"{phase}: {exc}") from exc
+        raise _Failure("compile_error", f"{phase}: {_type(exc).__name__}: {exc}") from exc
     return module
 
 
-def _clones(values: list) -> list:
-    # Fresh copies: the candidate never touches the pristine inputs kept for the mutation check.
-    return [v.clone() if _isinstance(v, _Tensor) else v for v in values]
+def _init_args(reference: types.ModuleType, job: dict, report: dict) -> list:
+    _phase(report, "reference get_init_inputs")
+    torch.manual_seed(job["model_seed"])
+    return list(reference.get_init_inputs())
 
 
-def _input_maker(job: dict, device: torch.device) -> Callable[[int], list]:
-    """Inputs from the trusted reference's ``get_inputs`` under a seed, on this GPU (the judge
-    made the same ones; the report's fingerprints let it check). Loaded before the candidate."""
-    reference = _load_source("reference.py", "reference_inputs")
-    return lambda seed: make_inputs(reference, seed, device)
-
-
-def _build(module: types.ModuleType, cls_name: str, job: dict, device: torch.device):
+def _build(module: types.ModuleType, cls_name: str, init: list, job: dict, device, report):
+    _phase(report, f"{cls_name}.__init__")
     cls = getattr(module, cls_name, None)
     if cls is None:
         raise _Failure("compile_error", f"program defines no {cls_name}")
-    init = _torch_load("init.pt", weights_only=True)
     torch.manual_seed(job["model_seed"])  # same seed as the reference: parameters match
     try:
         return cls(*init).to(device)
@@ -137,237 +264,414 @@ def _build(module: types.ModuleType, cls_name: str, job: dict, device: torch.dev
 
 
 def _sync(device: torch.device) -> None:
-    if device.type == "cuda":
-        torch.cuda.synchronize(device)
+    if device.type == "cuda" and _cuda_sync is not None:
+        _cuda_sync()
+
+
+def fingerprint(values: list) -> list:
+    """A cheap summary of inputs (float64 sum, shape, dtype per tensor) to check reproduction.
+
+    JSON-safe and comparable with ``==`` (the sum is kept as text, so NaN equals NaN).
+    """
+    out: list = []
+    for x in values:
+        if _type(x) is _Tensor or _isinstance(x, _Tensor):
+            total = _t_item(_t_sum(x, dtype=_float64)) if _t_numel(x) else 0.0
+            out.append([_repr(total), list(_t_shape(x)), _str(_t_dtype(x))])
+        else:
+            out.append(_repr(x))
+    return out
 
 
 # ---- output checks ---------------------------------------------------------------------
 def _plain_outputs(out: object, inputs: list, device: torch.device) -> list[torch.Tensor]:
     """The forward result as plain tensors, or a rejection saying why not."""
-    items = [out] if _isinstance(out, _Tensor) else out
-    if not _isinstance(items, (tuple, list)) or not items:
+    items = [out] if _type(out) is _Tensor else out
+    if _type(items) not in (tuple, list) or not items:
         raise _Failure("rejected", f"forward returned {_type(out).__name__}, not tensors")
     for t in items:
         if _type(t) is not _Tensor:
             raise _Failure(
                 "rejected", f"forward returned a {_type(t).__name__}, not a plain Tensor"
             )
-        if t.device.type != device.type:
-            raise _Failure("incorrect", f"output on {t.device}, expected {device.type}")
-    spans = [_span(x) for x in inputs if _isinstance(x, _Tensor) and x.numel()]
+        if _t_device(t).type != device.type:
+            raise _Failure("incorrect", f"output on {_t_device(t)}, expected {device.type}")
+    spans = [_span(x) for x in inputs if _type(x) is _Tensor and _t_numel(x)]
     for t in items:
-        if t.numel() and any(_overlaps(_span(t), s) for s in spans):
+        if _t_numel(t) and any(_overlaps(_span(t), s) for s in spans):
             raise _Failure("rejected", "an output aliases an input")
     return list(items)
 
 
 def _span(t: torch.Tensor) -> tuple[int, int]:
-    storage = t.untyped_storage()
-    return storage.data_ptr(), storage.data_ptr() + storage.nbytes()
+    storage = _t_storage(t)
+    return _s_ptr(storage), _s_ptr(storage) + _s_nbytes(storage)
 
 
 def _overlaps(a: tuple[int, int], b: tuple[int, int]) -> bool:
     return a[0] < b[1] and b[0] < a[1]
 
 
-_LIBRARY_DIRS = tuple(
-    os.path.dirname(os.path.abspath(m.__file__)) + os.sep for m in (torch, __import__("triton"))
-)
-
-
-def _new_threads(before: set) -> list[str]:
-    """Threads started since ``before`` and still alive, except torch's or triton's own
-    (identified by where their target function is defined; anything else counts)."""
-    found = []
-    for thread in threading.enumerate():
-        if thread in before or not thread.is_alive():
-            continue
-        code = getattr(getattr(thread, "_target", None), "__code__", None)
-        if code is not None and os.path.abspath(code.co_filename).startswith(_LIBRARY_DIRS):
-            continue
-        found.append(thread.name)
-    return found
-
-
 def _same_layout(a: list, b: list) -> bool:
-    if len(a) != len(b):
+    if _len(a) != _len(b):
         return False
     for x, y in zip(a, b, strict=True):
-        if _isinstance(x, _Tensor) != _isinstance(y, _Tensor):
+        if (_type(x) is _Tensor) != (_type(y) is _Tensor):
             return False
-        if _isinstance(x, _Tensor) and (x.shape != y.shape or x.dtype != y.dtype):
+        if _type(x) is _Tensor and (_t_shape(x) != _t_shape(y) or _t_dtype(x) != _t_dtype(y)):
             return False
     return True
 
 
 def _unchanged(before: list, after: list) -> bool:
-    """Inputs after forward equal the pristine ones (NaN where NaN was), compared on the device."""
+    """Inputs after forward are bit for bit the pristine ones (host copies compared)."""
     for b, a in zip(before, after, strict=True):
-        if _isinstance(b, _Tensor):
-            if _type(a) is not _Tensor or a.shape != b.shape or a.dtype != b.dtype:
+        if _type(b) is _Tensor:
+            if _type(a) is not _Tensor or _t_shape(a) != _t_shape(b) or _t_dtype(a) != _t_dtype(b):
                 return False
-            if not _equal(a.nan_to_num(), b.nan_to_num()) or not _equal(a.isnan(), b.isnan()):
+            if _raw_bytes(a) != _raw_bytes(b):
                 return False
     return True
 
 
-def _host_copy(tensors: list) -> list:
-    return [t.detach().to("cpu", copy=True) if _isinstance(t, _Tensor) else t for t in tensors]
+def _modes_clean() -> bool:
+    """No torch function or dispatch mode left on the stacks (a mode could rewrite our ops)."""
+    return _len_function_modes() == 0 and _len_dispatch_modes() == 0
+
+
+# ---- the C++ op record ---------------------------------------------------------------------
+class _OpRecord:
+    """Aten ops seen by torch's C++ profiler between ``start`` and ``stop`` (forward calls).
+
+    Holds the profiler's control functions taken out of torch by ``seal.scrub``; its instance
+    lives only in the worker's frames. A range named with a per-job nonce opens each window, so
+    a record restarted by the candidate lacks it.
+    """
+
+    def __init__(self, controls: dict, hybrid_allow: frozenset) -> None:
+        self._prepare = controls["_prepare_profiler"]
+        self._enable = controls["_enable_profiler"]
+        self._disable = controls["_disable_profiler"]
+        self._marker = "drtriton-forward-" + secrets.token_hex(16)
+        self._config = _ProfilerConfig(
+            _ProfilerState.KINETO, True, False, False, False, False, _ExperimentalConfig()
+        )
+        self._activities = {_ProfilerActivity.CPU}
+        self.allowed = ALLOWED_OPS | hybrid_allow
+        self.hybrid_allow = hybrid_allow
+        self.forbidden: dict[str, int] = {}
+        self.problems: list[str] = []
+        self._handle = None
+
+    def start(self) -> None:
+        self._prepare(self._config, self._activities)  # before every enable (torch crashed on a
+        self._enable(self._config, self._activities)  # second session prepared only once)
+        self._handle = _rf_enter(self._marker)
+
+    def stop(self) -> None:
+        _rf_exit(self._handle)
+        try:
+            result = self._disable()
+        except Exception as exc:  # stopped behind our back
+            self.problems.append(f"the op record was stopped during forward ({exc})")
+            return
+        events = _result_events(result)
+        if not any(_ev_name(e) == self._marker for e in events):
+            self.problems.append("the op record was restarted during forward")
+        for op, parents in _aten_ops(events):
+            verdict = self._judge(op, parents)
+            if verdict:
+                self.forbidden[verdict] = self.forbidden.get(verdict, 0) + 1
+
+    def _judge(self, op: tuple, parents: list) -> str | None:
+        """The forbidden name an op counts as, or None.
+
+        Ops inside a hybrid-allowed op (a convolution's cuDNN call) are its implementation.
+        Anywhere else an op is judged by itself, nested or not: allowed ops are built of allowed
+        ops (``to`` -> ``_to_copy`` -> ``copy_``), so compute nested in one (a dispatch mode of
+        the candidate's that answers ``empty`` with a ``relu``) still shows; a ``copy_`` that
+        changes the dtype is reduced precision whatever op asked for it.
+        """
+        name, dtypes = op
+        if any(p in self.hybrid_allow for p in parents):
+            return None
+        if name == "copy_" and _len(dtypes) >= 2 and dtypes[0] != dtypes[1]:
+            return "copy_(dtype change)"
+        if name in self.allowed or name in CASTING_OPS:
+            return None
+        return name
+
+
+def _aten_ops(events: list) -> list[tuple[tuple, list]]:
+    """((name, dtypes), names of the enclosing aten ops) per aten event: an op is inside another
+    when its span on the same thread lies within the other's."""
+    spans = []
+    for e in events:
+        name = _ev_name(e)
+        if name.startswith("aten::"):
+            spans.append((_ev_thread(e), _ev_start(e), -_ev_end(e), name[6:], _ev_dtypes(e)))
+    spans.sort()
+    out, stack = [], []
+    for thread, start, neg_end, name, dtypes in spans:
+        while stack and (stack[-1][0] != thread or stack[-1][1] < start):
+            stack.pop()
+        out.append(((name, dtypes), [s[2] for s in stack]))
+        stack.append((thread, -neg_end, name))
+    return out
+
+
+def _merged(a: dict, b: dict) -> dict:
+    return {k: max(a.get(k, 0), b.get(k, 0)) for k in {**a, **b}}
+
+
+def _seal(job: dict, out: _ResultFiles) -> tuple[_OpRecord, Callable[[], list]]:
+    """Guard the op record's entry points, then install the audit hook (in that order)."""
+    forget_project_modules()
+    controls = seal.scrub()
+    record = _OpRecord(controls, frozenset(job["hybrid_allow"]))
+    blocked = seal.install_audit_hook(out.paths, out.fds)
+    return record, blocked
+
+
+# ---- a trusted function over an untrusted reference --------------------------------------
+def _run_call(job: dict, report: dict) -> None:
+    """``module:function(reference_source, **arguments)`` of the project's own code, for work
+    that executes a user's reference (the compiler's capture): its result goes to the report."""
+    import importlib
+
+    module_name, _, function_name = job["function"].partition(":")
+    if not module_name.startswith("drtriton."):
+        raise _Failure("rejected", f"not a drtriton function: {job['function']}")
+    _setup(job)
+    with open("reference.py") as f:
+        source = f.read()
+    _phase(report, job.get("phase", job["function"]))
+    function = getattr(importlib.import_module(module_name), function_name)
+    result = function(source, **job.get("arguments", {}))
+    if not isinstance(result, dict):
+        raise _Failure("runtime_error", f"{job['function']} returned {type(result).__name__}")
+    report["result"] = result
+
+
+# ---- reference -------------------------------------------------------------------------
+def _run_reference(job: dict, report: dict, out: _ResultFiles) -> None:
+    """The reference alone, on the judge's seeds: its outputs and its inputs' fingerprints."""
+    device = _setup(job)
+    _phase(report, "reference import")
+    reference = _load_source("reference.py", "reference", "reference import")
+    init = _init_args(reference, job, report)
+    model = _build(reference, "Model", init, job, device, report)
+    prints, trials = [], []
+    _set_grad(False)
+    for k, seed in enumerate(job["input_seeds"]):
+        _phase(report, f"reference get_inputs (trial {k})")
+        xs = make_inputs(reference, seed, device)
+        prints.append(fingerprint(xs))
+        _phase(report, f"reference forward (trial {k})")
+        result = model(*xs)
+        items = [result] if _isinstance(result, _Tensor) else result
+        if not _isinstance(items, (tuple, list)) or not all(_isinstance(t, _Tensor) for t in items):
+            raise _Failure("invalid_reference", "forward must return a tensor or tensors")
+        trials.append(out.add_outputs(list(items)))
+        del xs, result, items
+    report.update(input_fingerprints=prints, trial_outputs=trials)
 
 
 # ---- candidate correctness -------------------------------------------------------------
-def _run_candidate(job: dict, job_dir: str, report: dict) -> None:
+def _run_candidate(job: dict, report: dict, out: _ResultFiles) -> None:
     device = _setup(job)
+    reference = _load_source("reference.py", "reference_inputs", "reference import")
+    init = _init_args(reference, job, report)
     monitor = Monitor(tuple(job["hybrid_allow"]), check_tf32=job["check_tf32"])
     monitor.install()  # before the candidate exists
-    make = _input_maker(job, device)
-    module = _load_source("candidate.py", "candidate")
-    model = _build(module, "ModelNew", job, device)
-    threads_before = set(threading.enumerate())
-    outputs, mutated, per_trial, prints = [], [], [], []
+    record, blocked = _seal(job, out)
+    _phase(report, "candidate import")
+    module = _load_source("candidate.py", "candidate", "candidate import")
+    model = _build(module, "ModelNew", init, job, device, report)
+    threads_before = _thread_count()
+    mutated, per_trial, prints, trials = [], [], [], []
     first: list = []
     seeds = job["input_seeds"]
     for k, seed in enumerate(seeds):
-        trial = make(seed)  # pristine: the candidate gets clones
+        _phase(report, f"get_inputs (trial {k})")
+        trial = make_inputs(reference, seed, device)  # pristine: the candidate gets clones
+        if not _modes_clean():
+            raise _Failure("rejected", "a torch mode was left installed outside forward")
         prints.append(fingerprint(trial))
-        xs = _clones(trial)
+        xs = [_t_clone(v) if _type(v) is _Tensor else v for v in trial]
         if k == 0:
             first = xs
-        elif k == len(seeds) - 1 and _same_layout(first, xs):
+        elif k == _len(seeds) - 1 and _same_layout(first, xs):
             # The last trial reuses trial 0's tensors (same objects, same pointers) refilled
             # with new values: an answer cached by pointer or identity is now stale.
             for old, new in zip(first, xs, strict=True):
-                if _isinstance(old, _Tensor):
-                    old.copy_(new)
-            xs = [
-                new if not _isinstance(new, _Tensor) else old
-                for old, new in zip(first, xs, strict=True)
-            ]
+                if _type(old) is _Tensor:
+                    _t_copy(old, new)
+            xs = [new if _type(new) is not _Tensor else old for old, new in zip(first, xs, strict=True)]
+        _phase(report, f"forward (trial {k})")
         launches_before = monitor.launches
-        with torch.no_grad(), monitor.watch():
-            out = model(*xs)
-            _sync(device)
+        _set_grad(False)
+        record.start()
+        try:
+            with monitor.watch():
+                result = model(*xs)
+                _sync(device)
+        finally:
+            record.stop()
         per_trial.append(monitor.launches - launches_before)
-        outputs.append(_host_copy(_plain_outputs(out, xs, device)))
-        # Checked here rather than shipped to the judge: a copy of every input per trial was
-        # the bulk of what crossed the process boundary, and a forged copy would pass as well
-        # as a forged answer (in-process checks are defence in depth; see monitor.py).
+        if not _modes_clean():
+            raise _Failure("rejected", "forward left a torch mode installed")
+        trials.append(out.add_outputs(_plain_outputs(result, xs, device)))
         if not _unchanged(trial, xs):
             mutated.append(k)
-        del trial
-        if _new_threads(threads_before):
+        del trial, result
+        if _thread_count() > threads_before:
             raise _Failure("rejected", "forward left background threads running")
     report.update(
         monitor.report(),
         launches_per_trial=per_trial,
         inputs_mutated=mutated,
         input_fingerprints=prints,
+        trial_outputs=trials,
+        forbidden_ops=_merged(record.forbidden, monitor.report()["forbidden_ops"]),
+        tampered=list(monitor.tampered) + record.problems + blocked(),
     )
-    _torch_save({"outputs": outputs}, "outputs.pt")
+    del model, module  # kept alive until the report was complete (their finalizers are theirs)
 
 
 # ---- timing (CUDA) ---------------------------------------------------------------------
-def timing_plan(first_ms: float, warmup: int, repetitions: int, budget_s: float) -> tuple[int, int]:
+def timing_plan(first_ms: float, warmup_s: float, budget_s: float, max_calls: int) -> tuple[int, int]:
     """(warm-up calls, timed calls) for a call that took ``first_ms`` once warm.
 
-    Up to ``warmup`` and ``repetitions`` calls, but no more than fit in about ``budget_s`` of
-    device time, and never fewer than 2 warm-up and 10 timed calls: a baseline of seconds per
-    call (an eager LayerNorm over one 983M-element row) would otherwise take minutes.
+    As many calls as fit in ``warmup_s`` and ``budget_s`` of device time (do_bench's rule), at
+    least 2 warm-up and 10 timed calls, at most ``max_calls`` timed: a 45 ms program gets 10
+    timed calls instead of 100, a 10 us one 100.
     """
-    fit = int(budget_s * 1e3 / max(first_ms, 1e-3))
-    return max(2, min(warmup, fit // 10)), max(10, min(repetitions, fit))
+    first_ms = max(first_ms, 1e-3)
+    warmup = max(2, min(max_calls, int(warmup_s * 1e3 / first_ms)))
+    return warmup, max(10, min(max_calls, int(budget_s * 1e3 / first_ms)))
 
 
 def _time_calls(
-    fn: Callable[[list], object], input_sets: list[list], job: dict, device: torch.device
+    fn: Callable[[list], object],
+    input_sets: list[list],
+    job: dict,
+    device: torch.device,
+    record: _OpRecord | None = None,
 ) -> dict:
     """Median/p20/p80 of device-event times, L2 flushed before each call, inputs rotating.
 
     Each call also gets a host wall time around a device-wide synchronize, which sees work on
-    any stream; when it is far above the event time, work escaped the timed stream and the wall
-    time is what counts. The number of calls follows ``timing_plan``.
+    any stream; when it is far above the event time, work escaped the timed stream (or the
+    events were forged) and the wall time is what counts. ``record`` (candidates) watches the
+    untimed calls, whose number gets a random extra so that a program cannot tell which call is
+    the first timed one; the timed calls run unwatched, as the baselines do.
     """
     flush = torch.empty(job["l2_flush_mb"] * 2**20 // 4, dtype=torch.int32, device=device)
-    n = len(input_sets)
-    with torch.no_grad():
-        fn(input_sets[0])  # compiles, autotunes
-        torch.cuda.synchronize()
+    n = _len(input_sets)
+    _set_grad(False)
+    if record is not None:
+        record.start()
+    fn(input_sets[0])  # compiles, autotunes
+    _cuda_sync()
+    t0 = _perf_counter()
+    fn(input_sets[1 % n])
+    _cuda_sync()
+    first_ms = (_perf_counter() - t0) * 1e3
+    warmup, repetitions = timing_plan(
+        first_ms, job["warmup_s"], job["timing_budget_s"], job["max_timed_calls"]
+    )
+    extra = secrets.randbelow(4) if record is not None else 0
+    for i in range(warmup + extra):
+        fn(input_sets[i % n])
+    _cuda_sync()
+    if record is not None:
+        record.stop()
+    events, walls = [], []
+    for i in range(repetitions):
+        _t_zero(flush)
+        _cuda_sync()
+        start, end = _cuda_event(enable_timing=True), _cuda_event(enable_timing=True)
         t0 = _perf_counter()
-        fn(input_sets[1 % n])
-        torch.cuda.synchronize()
-        first_ms = (_perf_counter() - t0) * 1e3
-        warmup, repetitions = timing_plan(
-            first_ms, job["warmup"], job["repetitions"], job.get("timing_budget_s", 30.0)
-        )
-        for i in range(warmup):
-            fn(input_sets[i % n])
-        torch.cuda.synchronize()
-        events, walls = [], []
-        for i in range(repetitions):
-            flush.zero_()
-            torch.cuda.synchronize()
-            start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-            t0 = _perf_counter()
-            start.record()
-            fn(input_sets[i % n])
-            end.record()
-            torch.cuda.synchronize()
-            walls.append((_perf_counter() - t0) * 1e3)
-            events.append((start, end))
+        start.record()
+        fn(input_sets[i % n])
+        end.record()
+        _cuda_sync()
+        walls.append((_perf_counter() - t0) * 1e3)
+        events.append((start, end))
     times = sorted(s.elapsed_time(e) for s, e in events)
     walls.sort()
-    q = statistics.quantiles(times, n=10)
-    event_median, wall_median = statistics.median(times), statistics.median(walls)
+    q, wq = _quantiles(times, n=10), _quantiles(walls, n=10)
+    event_median, wall_median = _median(times), _median(walls)
     escaped = wall_median > 2 * event_median + 0.1
-    median = wall_median if escaped else event_median
-    wq = statistics.quantiles(walls, n=10)
     return {
-        "median_ms": median,
+        "median_ms": wall_median if escaped else event_median,
         "p20_ms": wq[1] if escaped else q[1],
         "p80_ms": wq[7] if escaped else q[7],
         "event_median_ms": event_median,
         "wall_median_ms": wall_median,
         "escaped_stream": escaped,
         "total_event_ms": sum(times),
+        "total_wall_ms": sum(walls),
         "repetitions": repetitions,
     }
 
 
-def _timing_inputs(job: dict, device: torch.device, report: dict) -> list[list]:
-    make = _input_maker(job, device)
-    sets = [make(seed) for seed in job["input_seeds"]]
+def _timing_inputs(reference, job: dict, device: torch.device, report: dict) -> list[list]:
+    _phase(report, "get_inputs (timing sets)")
+    sets = [make_inputs(reference, seed, device) for seed in job["input_seeds"]]
     report["input_fingerprints"] = [fingerprint(s) for s in sets]
     return sets
 
 
-def _run_candidate_timing(job: dict, job_dir: str, report: dict) -> None:
+def _run_candidate_timing(job: dict, report: dict, out: _ResultFiles) -> None:
     device = _setup(job)
+    reference = _load_source("reference.py", "reference_inputs", "reference import")
+    init = _init_args(reference, job, report)
+    input_sets = _timing_inputs(reference, job, device, report)
     monitor = Monitor(tuple(job["hybrid_allow"]), check_tf32=False)
     monitor.install()
-    input_sets = _timing_inputs(job, device, report)
-    module = _load_source("candidate.py", "candidate")
-    model = _build(module, "ModelNew", job, device)
-    threads_before = set(threading.enumerate())
-    report["candidate"] = _time_calls(lambda xs: model(*xs), input_sets, job, device)
-    if _new_threads(threads_before):
+    record, blocked = _seal(job, out)
+    _phase(report, "candidate import")
+    module = _load_source("candidate.py", "candidate", "candidate import")
+    model = _build(module, "ModelNew", init, job, device, report)
+    threads_before = _thread_count()
+    _phase(report, "timed calls")
+    report["candidate"] = _time_calls(lambda xs: model(*xs), input_sets, job, device, record)
+    if _thread_count() > threads_before:
         raise _Failure("rejected", "forward left background threads running while timed")
     # Re-verify after timing: fresh copies of every input set, compared by the judge.
-    outputs = []
-    with torch.no_grad():
+    _phase(report, "calls after timing")
+    trials = []
+    _set_grad(False)
+    record.start()
+    try:
         for xs in input_sets:
-            out = model(*[x.clone() if _isinstance(x, _Tensor) else x for x in xs])
+            result = model(*[_t_clone(x) if _type(x) is _Tensor else x for x in xs])
             _sync(device)
-            outputs.append(_host_copy(_plain_outputs(out, xs, device)))
-    _torch_save({"outputs": outputs}, "outputs.pt")
+            trials.append(out.add_outputs(_plain_outputs(result, xs, device)))
+    finally:
+        record.stop()
+    if not _modes_clean():
+        raise _Failure("rejected", "forward left a torch mode installed")
+    report.update(
+        monitor.report(),
+        trial_outputs=trials,
+        forbidden_ops=_merged(record.forbidden, monitor.report()["forbidden_ops"]),
+        tampered=list(monitor.tampered) + record.problems + blocked(),
+    )
 
 
-def _run_reference_timing(job: dict, job_dir: str, report: dict) -> None:
+def _run_reference_timing(job: dict, report: dict) -> None:
     device = _setup(job)
-    input_sets = _timing_inputs(job, device, report)
-    module = _load_source("reference.py", "reference")
-    model = _build(module, "Model", job, device)
+    reference = _load_source("reference.py", "reference", "reference import")
+    init = _init_args(reference, job, report)
+    input_sets = _timing_inputs(reference, job, device, report)
+    model = _build(reference, "Model", init, job, device, report)
+    _phase(report, "eager baseline")
     report["eager"] = _time_calls(lambda xs: model(*xs), input_sets, job, device)
     if job.get("time_compile"):
+        _phase(report, "torch.compile baseline")
         try:
             compiled = compile_baseline(model, input_sets[0])
             report["compile"] = _time_calls(lambda xs: compiled(*xs), input_sets, job, device)

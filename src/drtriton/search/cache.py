@@ -42,8 +42,9 @@ class VerdictCache:
 
 
 # JudgeConfig fields that do not change what a verdict means (where and how long it may run)
-_NOT_JUDGING = ("device", "timeout_s", "seed", "memory_limit_gb", "output_cap_bytes",
-                "scratch_dir", "extra")
+_NOT_JUDGING = ("device", "timeout_s", "reference_timeout_s", "baseline_timeout_s", "seed",
+                "memory_limit_gb", "output_cap_bytes", "scratch_dir", "extra", "baseline_cache",
+                "fresh_baselines", "jobs_per_gpu")
 
 
 def judging_settings(config: JudgeConfig) -> str:

@@ -54,7 +54,7 @@ FRAGMENT_REPETITIONS = 30
 FRAGMENT_INPUT_SETS = 1  # timed (and re-checked after timing) on one input set
 
 
-FRAGMENT_TIMING_BUDGET_S = 10.0
+FRAGMENT_TIMING_BUDGET_S = 0.5
 
 
 def fragment_judge_config(whole: JudgeConfig) -> JudgeConfig:
