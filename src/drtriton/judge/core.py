@@ -310,7 +310,11 @@ def _load_outputs(job_dir: Path, report: dict) -> list[tuple[torch.Tensor, ...]]
     nothing left running can change them during the comparison)."""
     try:
         specs, trials = report["outputs"], report["trial_outputs"]
-        data = bytearray((job_dir / OUTPUTS).read_bytes())
+        path = job_dir / OUTPUTS
+        data = bytearray(path.stat().st_size)  # one copy: GPU-scale outputs are GBs
+        with path.open("rb") as f:
+            if f.readinto(data) != len(data):
+                return None
         tensors = [_tensor_from(data, *spec) for spec in specs]
         return [tuple(tensors[i] for i in trial) for trial in trials]
     except (OSError, KeyError, TypeError, ValueError, IndexError, RuntimeError):

@@ -81,13 +81,18 @@ class JudgePool:
             return run_call(reference_source, function, arguments, self.config, slot, box, phase)
 
     def verify_group(
-        self, reference_source: str, candidates: Sequence[str], progress: bool = False
+        self,
+        reference_source: str,
+        candidates: Sequence[str],
+        progress: bool = False,
+        seed: int | None = None,
     ) -> list[Verdict]:
-        """Judge candidates of one reference on one slot, on one seed (``config.seed`` or a
-        fresh one): the reference runs once, the children start side by side, timing runs
-        one candidate at a time. Results in input order."""
+        """Judge candidates of one reference on one slot, on one seed (``seed``, else
+        ``config.seed``, else a fresh one): the reference runs once, the children start side by
+        side, timing runs one candidate at a time. Results in input order."""
         slot = self._slot(next(self._next))
-        seed = self.config.seed if self.config.seed is not None else secrets.randbits(31)
+        if seed is None:
+            seed = self.config.seed if self.config.seed is not None else secrets.randbits(31)
         report = _progress(len(candidates), progress)
 
         def one(candidate: str) -> Verdict:

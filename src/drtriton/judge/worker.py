@@ -172,46 +172,54 @@ class _ResultFiles:
     """The child's two result files, opened before any candidate code runs.
 
     The audit hook blocks every file operation on their paths afterwards, so only these
-    descriptors can write them; ``finish`` rewrites both from offset 0.
+    descriptors can write them. Outputs are kept as host arrays and written by ``finish``, after
+    the last call into candidate code, from offset 0 (a candidate that wrote through the
+    descriptors before is overwritten; threads it left running are a rejection).
     """
 
     def __init__(self, job_dir: str) -> None:
         self.paths = [os.path.join(job_dir, REPORT), os.path.join(job_dir, OUTPUTS)]
         flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL
         self.fds = [_os_open(p, flags, 0o600) for p in self.paths]
-        self.blobs: list[bytes] = []
+        self.arrays: list = []
         self.specs: list[list] = []
         self.size = 0
 
     def add_outputs(self, tensors: list) -> list[int]:
-        """Append host copies of ``tensors``; return their indices in ``report["outputs"]``."""
+        """Keep host copies of ``tensors``; return their indices in ``report["outputs"]``."""
         indices = []
         for t in tensors:
-            data = _raw_bytes(t)
-            self.specs.append([_str(_t_dtype(t)), list(_t_shape(t)), self.size, _len(data)])
-            self.blobs.append(data)
-            self.size += _len(data)
+            array = _host_array(t)
+            nbytes = array.nbytes
+            self.specs.append([_str(_t_dtype(t)), list(_t_shape(t)), self.size, nbytes])
+            self.arrays.append(array)
+            self.size += nbytes
             indices.append(_len(self.specs) - 1)
         return indices
 
     def finish(self, report: dict) -> None:
         report["outputs"] = self.specs
-        text = _repr(report).encode()
-        for fd, chunks in zip(self.fds, ([text], self.blobs), strict=True):
+        chunks = ([memoryview(_repr(report).encode())], self.arrays)
+        for fd, parts in zip(self.fds, chunks, strict=True):
             _os_ftruncate(fd, 0)
             _os_lseek(fd, 0, 0)
-            for chunk in chunks:
-                view = memoryview(chunk)
+            for part in parts:
+                view = memoryview(part).cast("B") if part.nbytes else b""
                 while view:
                     view = view[_os_write(fd, view[: 1 << 30]) :]
             _os_close(fd)
 
 
-def _raw_bytes(t: torch.Tensor) -> bytes:
+def _host_array(t: torch.Tensor):
+    """A C-contiguous host numpy array of ``t``'s values (bfloat16 as its int16 bits)."""
     host = _t_contiguous(_t_to(_t_detach(t), "cpu"))
     if _t_dtype(host) == _bfloat16:  # numpy has no bfloat16: ship its bits
         host = _t_view(host, _int16)
-    return _nd_tobytes(_t_numpy(host))
+    return _t_numpy(host).reshape(-1)  # flat (a 0-d output too): written as raw bytes
+
+
+def _raw_bytes(t: torch.Tensor) -> bytes:
+    return _nd_tobytes(_host_array(t))
 
 
 # ---- loading ---------------------------------------------------------------------------

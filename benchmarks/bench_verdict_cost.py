@@ -1,0 +1,227 @@
+"""What a verdict costs: cold (nothing of ours cached), warm (reference and baselines cached), a
+group of candidates of one program, and small programs on a warm pool.
+
+    python benchmarks/bench_verdict_cost.py --scale gpu --out benchmarks/results/verdict_cost/h200
+    python benchmarks/bench_verdict_cost.py --scale cpu --out benchmarks/results/verdict_cost/cpu
+
+Reads the declarative plan ``benchmarks/plans/verdict_cost.json``: the programs (real-model
+blocks at their published sizes; ``cpu`` gives the small sizes the CPU run substitutes), the
+group programs and the small pairs. Candidates are the built-in compiler's strict output,
+compiled in the judge's sandbox. Every verdict is a row of ``OUT.rows.jsonl`` (resumable: rows
+already there are kept) with its whole record, phase split included; ``OUT.json`` holds the
+medians with machine, versions, commit and date, ``OUT.csv`` one line per row.
+"""
+
+from __future__ import annotations
+
+import argparse
+import ast
+import csv
+import json
+import os
+import platform
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO / "src"))
+
+
+def sized(source: str, sizes: dict) -> str:
+    """``source`` with its top-level ``NAME = value`` / ``A, B = x, y`` size constants replaced."""
+    lines = source.splitlines()
+    for node in ast.parse(source).body:
+        if not isinstance(node, ast.Assign) or len(node.targets) != 1:
+            continue
+        target = node.targets[0]
+        names = [target] if isinstance(target, ast.Name) else getattr(target, "elts", [])
+        ids = [n.id for n in names if isinstance(n, ast.Name)]
+        if not ids or not any(i in sizes for i in ids):
+            continue
+        if len(ids) == 1:
+            new = f"{ids[0]} = {sizes[ids[0]]!r}"
+        else:
+            values = [ast.unparse(e) for e in node.value.elts]
+            new = f"{', '.join(ids)} = " + ", ".join(
+                repr(sizes[i]) if i in sizes else v for i, v in zip(ids, values, strict=True)
+            )
+        lines[node.lineno - 1] = new
+    return "\n".join(lines) + "\n"
+
+
+def environment(scale: str) -> dict:
+    import torch
+    import triton
+
+    commit = os.environ.get("DRTRITON_COMMIT") or subprocess.run(
+        ["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True, cwd=REPO
+    ).stdout.strip()
+    record = {
+        "scale": scale,
+        "machine": platform.node(),
+        "cpu_count": os.cpu_count(),
+        "python": platform.python_version(),
+        "torch": torch.__version__,
+        "triton": triton.__version__,
+        "commit": commit,
+        "date": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+    }
+    if torch.cuda.is_available():
+        record["gpu"] = torch.cuda.get_device_name(0)
+    return record
+
+
+def row_of(kind: str, name: str, verdict, extra: dict | None = None) -> dict:
+    return {
+        "kind": kind,
+        "program": name,
+        "status": verdict.status,
+        "reason": verdict.reason[:300],
+        "wall_s": round(verdict.wall_s, 3),
+        "phase_s": verdict.phase_s,
+        "cache_hits": verdict.cache_hits,
+        "runtime_ms": verdict.runtime_ms,
+        "eager_ms": verdict.eager_ms,
+        "compile_ms": verdict.compile_ms,
+        "timed_calls": verdict.timed_calls,
+        **(extra or {}),
+    }
+
+
+def run(args: argparse.Namespace) -> list[dict]:
+    from drtriton.judge import JudgeConfig, JudgePool
+    from drtriton.program import ProgramError
+
+    plan = json.loads(Path(args.plan).read_text())
+    rows_path = Path(f"{args.out}.rows.jsonl")
+    rows_path.parent.mkdir(parents=True, exist_ok=True)
+    done = [json.loads(x) for x in rows_path.read_text().splitlines()] if rows_path.exists() else []
+    seen = {(r["kind"], r["program"]) for r in done}
+    device = "cuda" if args.scale == "gpu" else "cpu"
+    cache = tempfile.mkdtemp(prefix="verdict-cost-")
+    config = JudgeConfig(
+        device=device,
+        seed=args.seed,
+        timeout_s=args.timeout_s,
+        baseline_cache=os.path.join(cache, "baselines.sqlite"),  # ours starts empty
+        jobs_per_gpu=plan["group_size"],
+        memory_limit_gb=args.memory_limit_gb,
+    )
+    t0 = time.monotonic()
+    rows_file = rows_path.open("a")
+
+    def keep(row: dict) -> None:
+        row["environment"] = env
+        done.append(row)
+        rows_file.write(json.dumps(row) + "\n")
+        rows_file.flush()
+        print(f"{row['kind']:<6} {row['program']:<30} {row['status']:<10} {row['wall_s']:>8.2f} s "
+              f"{json.dumps(row['phase_s'])}", flush=True)
+
+    env = environment(args.scale)
+    start = time.monotonic()
+    with JudgePool(config, workers=1 if device == "cpu" else None) as pool:
+        keep({"kind": "pool", "program": "-", "status": "started", "wall_s":
+              round(time.monotonic() - start, 3), "phase_s": {}, "servers": pool.size})
+        for entry in plan["programs"]:
+            name = Path(entry["file"]).stem
+            if args.only and name not in args.only:
+                continue
+            if time.monotonic() - t0 > args.budget_s:
+                print(f"budget spent: {name} and later programs not run", flush=True)
+                break
+            source = (REPO / entry["file"]).read_text()
+            if args.scale == "cpu":
+                source = sized(source, entry["cpu"])
+            if ("cold", name) in seen and ("warm", name) in seen and (
+                name not in plan["group_programs"] or ("group", name) in seen
+            ):
+                continue
+            started = time.monotonic()
+            try:
+                result = pool.call(source, "drtriton.compiler.convert:compile_in_child",
+                                   {"mode": "strict", "device": device}, "compiler capture")
+            except ProgramError as exc:
+                result = {"error": str(exc)}
+            compile_s = round(time.monotonic() - started, 3)
+            if "error" in result:
+                keep({"kind": "compile", "program": name, "status": "error", "wall_s": compile_s,
+                      "phase_s": {}, "reason": result["error"][:300]})
+                continue
+            candidate = result["candidate"]
+            cold = pool.verify(source, candidate)
+            keep(row_of("cold", name, cold, {"compile_candidate_s": compile_s}))
+            warm = pool.verify(source, candidate)
+            keep(row_of("warm", name, warm))
+            if name in plan["group_programs"]:
+                group = [candidate + f"\n# answer {k}\n" for k in range(plan["group_size"])]
+                started = time.monotonic()
+                verdicts = pool.verify_group(source, group, seed=args.seed + 7)
+                wall = round(time.monotonic() - started, 3)
+                statuses = sorted({v.status for v in verdicts})
+                keep({"kind": "group", "program": name, "status": ",".join(statuses),
+                      "wall_s": wall, "phase_s": {}, "size": len(group),
+                      "verdict_wall_s": [round(v.wall_s, 3) for v in verdicts]})
+        for ref_path, cand_path in plan["small_pairs"]:
+            name = Path(cand_path).stem
+            if ("small", name) in seen:
+                continue
+            ref, cand = (REPO / ref_path).read_text(), (REPO / cand_path).read_text()
+            pool.verify(ref, cand)  # warms the pool and our caches for this pair
+            verdict = pool.verify(ref, cand)
+            keep(row_of("small", name, verdict))
+    rows_file.close()
+    return done
+
+
+def summarise(rows: list[dict], out: str) -> dict:
+    def med(kind: str, key: str = "wall_s") -> float | None:
+        values = [r[key] for r in rows if r["kind"] == kind and r.get("status") != "error"]
+        return round(statistics.median(values), 3) if values else None
+
+    def overhead(r: dict) -> float:
+        return r["wall_s"] - r["phase_s"].get("candidate", 0.0)
+
+    warm = [r for r in rows if r["kind"] == "warm"]
+    summary = {
+        "environment": next((r["environment"] for r in rows if "environment" in r), {}),
+        "programs": len({r["program"] for r in rows if r["kind"] == "cold"}),
+        "cold_median_s": med("cold"),
+        "warm_median_s": med("warm"),
+        "group_median_s": med("group"),
+        "small_warm_median_s": med("small"),
+        "warm_overhead_median_s": round(statistics.median(map(overhead, warm)), 3) if warm else None,
+        "statuses": sorted({f"{r['kind']}:{r['status']}" for r in rows}),
+    }
+    Path(f"{out}.json").write_text(json.dumps(summary, indent=1) + "\n")
+    with open(f"{out}.csv", "w", newline="") as f:
+        writer = csv.writer(f)
+        writer.writerow(["kind", "program", "status", "wall_s", "phases"])
+        for r in rows:
+            writer.writerow([r["kind"], r["program"], r["status"], r["wall_s"],
+                             json.dumps(r.get("phase_s", {}))])
+    return summary
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--plan", default=str(REPO / "benchmarks/plans/verdict_cost.json"))
+    parser.add_argument("--scale", choices=("gpu", "cpu"), required=True)
+    parser.add_argument("--out", required=True, help="path prefix of the result files")
+    parser.add_argument("--only", nargs="*", help="program names (file stems) to run")
+    parser.add_argument("--seed", type=int, default=11)
+    parser.add_argument("--timeout-s", type=float, default=300.0)
+    parser.add_argument("--memory-limit-gb", type=float, default=48.0)
+    parser.add_argument("--budget-s", type=float, default=1e9, help="start no program after this")
+    args = parser.parse_args()
+    rows = run(args)
+    summary = summarise(rows, args.out)
+    print(json.dumps({k: v for k, v in summary.items() if k != "environment"}, indent=1))
+
+
+if __name__ == "__main__":
+    main()
