@@ -375,6 +375,12 @@ class _Run:
         self.clock = PhaseClock()
         self.cache_hits: list[str] = []
 
+    def note_child(self, job: str, report: dict | None) -> None:
+        """Keep a child's own phase split (``candidate/forward``...) in the verdict's."""
+        for name, seconds in ((report or {}).get("phase_s") or {}).items():
+            if isinstance(seconds, (int, float)):
+                self.clock.seconds[f"{job}/{name}"] = seconds
+
     def verdict(self, status: str, reason: str = "", **fields) -> Verdict:
         return Verdict(
             status,
@@ -444,6 +450,7 @@ def _judge_in(work: Path, ref: Reference, candidate: str, run: _Run) -> Verdict:
     tail = result.output[-4000:]
     fault = _fault_verdict(result, config.timeout_s, config)
     report = _read_report(job_dir)
+    run.note_child("candidate", report)
     if fault:
         return run.verdict(*fault, stdout_tail=tail)
     if report is None:
@@ -529,6 +536,7 @@ def _time_on_cuda(work: Path, ref: Reference, candidate: str, run: _Run, common:
     if fault:
         return run.verdict(fault[0], "while timed: " + fault[1], **common)
     report = _read_report(cand_dir) or {"status": "crashed", "reason": "no timing report"}
+    run.note_child("candidate_timing", report)
     if report.get("status") != "ok":
         status = report.get("status")
         status = status if status in _CHILD_STATUSES else "rejected"
@@ -586,6 +594,7 @@ def _baselines(work: Path, tref: Reference, run: _Run) -> dict:
     with slot.gpu.exclusive():
         result = run.box.run(str(ref_dir), config.baseline_timeout_s, str(work / "ref-cache"))
     report = _read_report(ref_dir) or {}
+    run.note_child("baselines", report)
     record = {key: report.get(key) for key in ("eager", "compile", "compile_error")}
     if result.timed_out or report.get("status", "missing") != "ok":
         record["error"] = str(report.get("reason") or _last_phase(result.output) or "timeout")

@@ -48,11 +48,13 @@ _BLOCKED = frozenset(
 )
 # Attribute reads that hand out a frame (and from it every caller's locals and globals).
 _FRAME_ATTRIBUTES = frozenset({"tb_frame", "gi_frame", "cr_frame", "ag_frame", "f_back"})
-# Programs Triton runs while it compiles and launches (ptxas, the launcher's C compiler,
-# ldconfig to find libcuda); anything else a candidate starts is blocked.
+# Programs the libraries run while they compile and launch (ptxas, the launcher's C compiler,
+# ldconfig to find libcuda, `file` for platform.architecture(), objdump for
+# ctypes.util.find_library); anything else a candidate starts is blocked.
 _TOOLS = frozenset(
     {"ptxas", "ptxas-blackwell", "cuobjdump", "nvdisasm", "gcc", "cc", "clang", "g++", "c++",
-     "ldconfig", "ldconfig.real", "x86_64-linux-gnu-gcc", "aarch64-linux-gnu-gcc"}
+     "ldconfig", "ldconfig.real", "x86_64-linux-gnu-gcc", "aarch64-linux-gnu-gcc", "file",
+     "objdump", "uname"}
 )
 # Library code that looks at its caller's frame and hands out no frame (typing's TypeVar and
 # generic aliases read the caller's module name; torch's lazy CUDA seeding keeps a formatted

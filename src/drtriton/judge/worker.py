@@ -140,6 +140,7 @@ def run_job(job_dir: str) -> int:
         report.update(status="crashed", reason=f"candidate called sys.exit({exc.code!r})")
     except BaseException as exc:  # any other failure of candidate code is a runtime error
         report.update(_classify_exception(exc, report.get("phase", "forward")))
+    _phase(report, "write results")
     out.finish(report)
     return 0
 
@@ -163,8 +164,14 @@ def _classify_exception(exc: BaseException, phase: str) -> dict:
 
 
 def _phase(report: dict, name: str) -> None:
-    """Note where the job is: in the report, and on stdout for a job killed at its deadline."""
-    report["phase"] = name
+    """Note where the job is: in the report (with the seconds each phase took, trials summed)
+    and on stdout, for a job killed at its deadline."""
+    now = _perf_counter()
+    seconds = report.setdefault("phase_s", {})
+    if "phase" in report:
+        last = report["phase"].split(" (")[0]
+        seconds[last] = round(seconds.get(last, 0.0) + now - report["phase_started"], 3)
+    report["phase"], report["phase_started"] = name, now
     print(PHASE_MARK + name, flush=True)
 
 
@@ -490,6 +497,7 @@ def _run_candidate(job: dict, report: dict, out: _ResultFiles) -> None:
     device = _setup(job)
     reference = _load_source("reference.py", "reference_inputs", "reference import")
     init = _init_args(reference, job, report)
+    _phase(report, "seal")
     monitor = Monitor(tuple(job["hybrid_allow"]), check_tf32=job["check_tf32"])
     monitor.install()  # before the candidate exists
     record, blocked = _seal(job, out)
@@ -637,6 +645,7 @@ def _run_candidate_timing(job: dict, report: dict, out: _ResultFiles) -> None:
     reference = _load_source("reference.py", "reference_inputs", "reference import")
     init = _init_args(reference, job, report)
     input_sets = _timing_inputs(reference, job, device, report)
+    _phase(report, "seal")
     monitor = Monitor(tuple(job["hybrid_allow"]), check_tf32=False)
     monitor.install()
     record, blocked = _seal(job, out)
