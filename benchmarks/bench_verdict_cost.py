@@ -183,8 +183,13 @@ def summarise(rows: list[dict], out: str) -> dict:
         values = [r[key] for r in rows if r["kind"] == kind and r.get("status") != "error"]
         return round(statistics.median(values), 3) if values else None
 
-    def overhead(r: dict) -> float:
+    def overhead(r: dict) -> float:  # beyond the candidate child's whole run
         return r["wall_s"] - r["phase_s"].get("candidate", 0.0)
+
+    def beyond_forward(r: dict) -> float:  # beyond the candidate's own calls (trials, timing)
+        own = r["phase_s"].get("candidate/forward", 0.0)
+        own += r["phase_s"].get("candidate_timing/timed calls", 0.0)
+        return r["wall_s"] - own
 
     warm = [r for r in rows if r["kind"] == "warm"]
     summary = {
@@ -195,6 +200,9 @@ def summarise(rows: list[dict], out: str) -> dict:
         "group_median_s": med("group"),
         "small_warm_median_s": med("small"),
         "warm_overhead_median_s": round(statistics.median(map(overhead, warm)), 3) if warm else None,
+        "warm_beyond_forward_median_s": (
+            round(statistics.median(map(beyond_forward, warm)), 3) if warm else None
+        ),
         "statuses": sorted({f"{r['kind']}:{r['status']}" for r in rows}),
     }
     Path(f"{out}.json").write_text(json.dumps(summary, indent=1) + "\n")

@@ -90,7 +90,7 @@ def main() -> None:
     log(f"GPU {torch.cuda.get_device_name()} torch {torch.__version__}")
     summary: dict = {}
     try:
-        config = JudgeConfig(device="cuda", timeout_s=args.timeout_s, repetitions=30, warmup=5,
+        config = JudgeConfig(device="cuda", timeout_s=args.timeout_s, repetitions=30, warmup_s=0.05,
                              time_compile=False)
         rows = run_suite(config, workers=1, only=[c for c in args.only.split(",") if c] or None)
         (args.out / "suite.json").write_text(json.dumps(rows, indent=1))

@@ -150,6 +150,26 @@ def test_without_bubblewrap_the_judge_refuses_unless_told(monkeypatch):
     assert verdict.environment["sandbox"].startswith("none (--unsafe-no-sandbox")
 
 
+def test_commands_without_bubblewrap_say_so_in_one_line(monkeypatch, tmp_path):
+    from typer.testing import CliRunner
+
+    from drtriton.cli import app
+
+    monkeypatch.setenv("DRTRITON_BWRAP", "/nonexistent/bwrap")
+    ref, legit = str(CASES / "ref_add_relu.py"), str(CASES / "legit_add_relu.py")
+    runner = CliRunner()
+    for args in (["verify", ref, legit, "--device", "cpu"],
+                 ["convert", ref, "-o", str(tmp_path / "c.py"), "--device", "cpu"],
+                 ["bench", "--levels", "1", "--num", "1", "--device", "cpu",
+                  "--out", str(tmp_path / "b.json")]):
+        result = runner.invoke(app, args)
+        assert result.exit_code == 2, (args, result.output)
+        assert "bubblewrap" in result.output and "Traceback" not in result.output
+    unsafe = runner.invoke(app, ["verify", ref, legit, "--device", "cpu", "--unsafe-no-sandbox",
+                                 "--json"])
+    assert unsafe.exit_code == 0 and "--unsafe-no-sandbox" in unsafe.output
+
+
 def test_verdicts_record_the_sandbox(pool):
     sandbox = pool.verify(REF, LEGIT).environment["sandbox"]
     assert sandbox.startswith("bubblewrap") and "pid" in sandbox and "net" in sandbox

@@ -200,12 +200,14 @@ def verify(
 
 # ----------------------------------------------------------------------------- training
 def _run_training(fn, *args) -> None:
-    """Run a training command body; its UsageError becomes one line and exit status 2."""
+    """Run a training command body; its UsageError (or a missing sandbox) becomes one line and
+    exit status 2."""
+    from drtriton.judge import SandboxUnavailable
     from drtriton.train.commands import UsageError
 
     try:
         fn(*args, console)
-    except UsageError as exc:
+    except (UsageError, SandboxUnavailable) as exc:
         fail(str(exc))
 
 
@@ -232,6 +234,7 @@ def pairs(
     openai_url: str = typer.Option("", help="OpenAI-compatible base URL, e.g. http://127.0.0.1:8000/v1."),
     openai_model: str = typer.Option("", help="Model name at that endpoint."),
     temperature: float = typer.Option(0.6, help="Sampling temperature (LLM teachers)."),
+    unsafe_no_sandbox: bool = typer.Option(False, "--unsafe-no-sandbox", help=UNSAFE_HELP),
 ) -> None:
     """Run a teacher on programs and keep only judge-verified answers (warm-up pairs)."""
     from drtriton.train.commands import pairs_command
@@ -239,7 +242,8 @@ def pairs(
 
     _check_writable(out)
     config = PairsConfig(str(programs), str(out), teacher, samples, device, judge_workers,
-                         openai_url=openai_url, openai_model=openai_model, temperature=temperature)
+                         openai_url=openai_url, openai_model=openai_model, temperature=temperature,
+                         unsafe_no_sandbox=unsafe_no_sandbox)
     _run_training(pairs_command, config)
 
 
@@ -290,6 +294,7 @@ def rl(
     resume: bool = typer.Option(False, help="Continue from OUT/checkpoint."),
     lora: bool = typer.Option(False, help="Train LoRA adapters on a frozen base (bf16 on a GPU); merged into OUT/merged at the end."),
     lora_rank: int = typer.Option(16, help="LoRA rank (with --lora)."),
+    unsafe_no_sandbox: bool = typer.Option(False, "--unsafe-no-sandbox", help=UNSAFE_HELP),
 ) -> None:
     """Curriculum RL with DRPO: sample, judge, update; metrics.jsonl and resumable checkpoints."""
     from drtriton.train.commands import rl_command
@@ -305,6 +310,7 @@ def rl(
         all_correct=all_correct, lr=lr, levels=level_list, advance_at=advance_at, window=window,
         device=device, judge_workers=judge_workers, teacher_mix=teacher_mix, save_every=save_every,
         seed=seed, resume=resume, lora=lora, lora_rank=lora_rank,
+        unsafe_no_sandbox=unsafe_no_sandbox,
     )
     _run_training(rl_command, config)
 
@@ -344,11 +350,13 @@ def bench(
     reuse_rows: Path = typer.Option(
         None, help="Hybrid runs: a strict run's rows (OUT.rows.jsonl); its correct verdicts stand where the compiler writes the same kernels in both modes."
     ),
+    unsafe_no_sandbox: bool = typer.Option(False, "--unsafe-no-sandbox", help=UNSAFE_HELP),
 ) -> None:
     """Benchmark a policy: accuracy, fast_p against eager and torch.compile, geomean speedups."""
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
     from drtriton.bench import HELD_OUT_SEED, BenchConfig, run_bench, summary_table
+    from drtriton.judge import SandboxUnavailable
 
     if suite not in ("synthetic", "kernelbench"):
         fail(f"--suite must be synthetic or kernelbench, got {suite!r}")
@@ -377,7 +385,7 @@ def bench(
         max_fragment_ops=max_fragment_ops, search_wall_s=search_wall_s, timeout_s=timeout_s,
         candidates_per_fragment=candidates_per_fragment,
         device=device, search_cache=str(search_cache) if search_cache else None,
-        reuse_rows=str(reuse_rows) if reuse_rows else None,
+        reuse_rows=str(reuse_rows) if reuse_rows else None, unsafe_no_sandbox=unsafe_no_sandbox,
     )  # fmt: skip
     columns = (TextColumn("bench"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(), TextColumn("{task.fields[last]}"))
     with Progress(*columns, console=console) as progress:
@@ -394,7 +402,7 @@ def bench(
 
         try:
             report = run_bench(config, out, on_row, on_start)
-        except (ValueError, FileNotFoundError) as exc:
+        except (ValueError, FileNotFoundError, SandboxUnavailable) as exc:
             fail(str(exc))
     typer.echo(summary_table(report))
     console.print(f"report: {out} (rows: {out.name}.rows.jsonl, {out.with_suffix('.csv').name})")

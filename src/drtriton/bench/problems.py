@@ -44,6 +44,7 @@ class BenchConfig:
     # short mid-search resumes without judging its fragments again
     search_cache: str | None = None
     timeout_s: float = 300.0
+    unsafe_no_sandbox: bool = False  # judge without bubblewrap (recorded in every verdict)
     # host-memory cap per candidate process; GPU-scale inputs (up to 16 GB) pass through the host
     memory_limit_gb: float | None = None  # None: 8 on a CPU, 64 on a GPU
     # rows of the same problems judged in the other mode (compiler policy, no search): where the

@@ -218,6 +218,7 @@ def run_bench(config: BenchConfig, out: Path, on_row=None, on_start=None) -> dic
         device=config.device,
         timeout_s=config.timeout_s,
         memory_limit_gb=config.memory_limit(device),
+        unsafe_no_sandbox=config.unsafe_no_sandbox,
     )
     stamp = _row_stamp(judge_config)
     done = {}

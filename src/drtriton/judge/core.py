@@ -163,6 +163,32 @@ def check_reference_source(source: str) -> None:
         raise ProgramError(f"reference: missing {', '.join(missing)} (KernelBench format)")
 
 
+@contextlib.contextmanager
+def _reference_job(
+    kind: str, source: str, fields: dict, config: JudgeConfig, slot: Slot, box: Sandbox,
+    what: str,
+) -> Iterator[tuple[Path, dict]]:
+    """Run a job over the (untrusted) reference in a child of ``box`` under the reference's time
+    limit; yield its directory and report, or raise ``InvalidReferenceError`` (prefixed by
+    ``what``) naming the phase that failed. The directory is removed afterwards."""
+    check_reference_source(source)
+    work = Path(tempfile.mkdtemp(prefix=f"{kind}-", dir=box.scratch))
+    try:
+        job_dir = work / kind
+        _write_job(job_dir, {**_job_spec(kind, config, slot), **fields}, source, {})
+        with slot.gpu.shared():
+            result = box.run(str(job_dir), config.reference_timeout_s, str(work / "cache"))
+        report = _read_report(job_dir)
+        if result.timed_out or result.memory_killed or result.server_lost or report is None:
+            why = _fault_verdict(result, config.reference_timeout_s, config)
+            raise InvalidReferenceError(what + (why[1] if why else "ended without a report"))
+        if report.get("status") != "ok":
+            raise InvalidReferenceError(what + str(report.get("reason", "")))
+        yield job_dir, report
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+
+
 def run_reference(
     source: str,
     config: JudgeConfig,
@@ -173,29 +199,15 @@ def run_reference(
 ) -> Reference:
     """Run ``Model`` (built under ``model_seed``) on inputs made under each of ``seeds``, in a
     child of ``box``; raise ``InvalidReferenceError`` naming the phase that failed."""
-    check_reference_source(source)
-    work = Path(tempfile.mkdtemp(prefix="ref-", dir=box.scratch))
-    try:
-        job_dir = work / "reference"
-        spec = {**_job_spec("reference", config, slot), "model_seed": model_seed,
-                "input_seeds": list(seeds)}
-        _write_job(job_dir, spec, source, {})
-        with slot.gpu.shared():
-            result = box.run(str(job_dir), config.reference_timeout_s, str(work / "cache"))
-        report = _read_report(job_dir)
-        if result.timed_out or result.memory_killed or result.server_lost or report is None:
-            why = _fault_verdict(result, config.reference_timeout_s, config)
-            what = why[1] if why else "the reference process ended without a report"
-            raise InvalidReferenceError(f"reference: {what}")
-        if report.get("status") != "ok":
-            raise InvalidReferenceError(f"reference: {report.get('reason', '')}")
+    fields = {"model_seed": model_seed, "input_seeds": list(seeds)}
+    with _reference_job("reference", source, fields, config, slot, box, "reference: ") as (
+        job_dir, report
+    ):
         trials = _load_outputs(job_dir, report)
         if trials is None or len(trials) != len(seeds):
             raise InvalidReferenceError("reference: its outputs could not be read back")
         outputs = [tuple(t.to(slot.judge_device) for t in trial) for trial in trials]
-        return Reference(source, model_seed, list(seeds), report["input_fingerprints"], outputs)
-    finally:
-        shutil.rmtree(work, ignore_errors=True)
+    return Reference(source, model_seed, list(seeds), report["input_fingerprints"], outputs)
 
 
 def run_call(
@@ -205,24 +217,9 @@ def run_call(
     """``function(source, **arguments)`` (project code, "module:name") in a child of ``box``,
     bounded by ``config.reference_timeout_s``: for work that runs a user's reference, such as
     the compiler's capture. Raises ``InvalidReferenceError`` naming the phase that failed."""
-    check_reference_source(source)
-    work = Path(tempfile.mkdtemp(prefix="call-", dir=box.scratch))
-    try:
-        job_dir = work / "call"
-        spec = {**_job_spec("call", config, slot), "function": function,
-                "arguments": arguments, "phase": phase}
-        _write_job(job_dir, spec, source, {})
-        with slot.gpu.shared():
-            result = box.run(str(job_dir), config.reference_timeout_s, str(work / "cache"))
-        report = _read_report(job_dir)
-        if result.timed_out or result.memory_killed or result.server_lost or report is None:
-            why = _fault_verdict(result, config.reference_timeout_s, config)
-            raise InvalidReferenceError(why[1] if why else f"{phase}: ended without a report")
-        if report.get("status") != "ok":
-            raise InvalidReferenceError(str(report.get("reason", "")))
+    fields = {"function": function, "arguments": arguments, "phase": phase}
+    with _reference_job("call", source, fields, config, slot, box, "") as (_, report):
         return report["result"]
-    finally:
-        shutil.rmtree(work, ignore_errors=True)
 
 
 def _cached_reference(

@@ -36,6 +36,7 @@ class PairsConfig:
     device: str = "auto"  # judge device (and the compiler's kernel flavour)
     judge_workers: int | None = None
     judge_preset: str = "hardened"
+    unsafe_no_sandbox: bool = False  # judge without bubblewrap (recorded in every verdict)
     openai_url: str = ""
     openai_model: str = ""
     temperature: float = 0.6
@@ -99,7 +100,8 @@ def run_pairs(config: PairsConfig, progress=None) -> dict:
 
     config.validate()
     programs = read_programs(config.programs)
-    judge_config = JudgeConfig(device=config.device, preset=config.judge_preset, time_compile=False)
+    judge_config = JudgeConfig(device=config.device, preset=config.judge_preset, time_compile=False,
+                               unsafe_no_sandbox=config.unsafe_no_sandbox)
     device = judge_config.resolved_device()
     teacher, n = make_teacher(config, device)
     sampling = Sampling(temperature=config.temperature, max_new_tokens=config.max_new_tokens)

@@ -89,6 +89,7 @@ class RLConfig:
     judge_workers: int | None = None
     judge_preset: str = "hardened"
     judge_timeout_s: float = 120.0
+    unsafe_no_sandbox: bool = False  # judge without bubblewrap (recorded in every verdict)
     judge_repetitions: int = 100
     teacher_mix: int = 0
     lora: bool = False  # train adapters on a frozen base (bf16 on CUDA): a 7B policy fits one GPU
@@ -477,6 +478,7 @@ def run_rl(config: RLConfig, on_step: Callable[[dict], None] | None = None) -> l
         time_compile=False,  # the reward only needs eager timing
         timeout_s=config.judge_timeout_s,
         repetitions=config.judge_repetitions,
+        unsafe_no_sandbox=config.unsafe_no_sandbox,
     )
     rows = []
     with JudgePool(judge_config, config.judge_workers) as pool:
