@@ -269,3 +269,56 @@ def test_reference_cache_computes_each_key_once():
     assert len(calls) == 1 and sorted(hit for _, hit in results) == [False] + [True] * 7
     cache.get(("a",), compute), cache.get(("b",), compute)  # evicts ("k",)
     assert cache.get(("k",), compute) == (4, False)
+
+
+_ESCAPING_REFERENCE = """
+import subprocess
+import sys
+
+import torch
+
+
+class Model(torch.nn.Module):
+    def forward(self, x):
+        return x + 1
+
+
+def get_inputs():
+    return [torch.ones(4)]
+
+
+def get_init_inputs():
+    subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30.75)"],
+                     start_new_session=True)
+    with open("/tmp/drtriton-reference-escape", "w") as f:
+        f.write("escaped")
+    return []
+"""
+
+
+def test_a_users_reference_is_sandboxed_too(cpu_slot):
+    # The reference child is not sealed (it runs the user's own problem), but it runs inside
+    # the sandbox: what it writes stays in a private /tmp, what it starts dies with the job.
+    ref = _reference(cpu_slot, _ESCAPING_REFERENCE, [1], 0)
+    assert torch.equal(ref.outputs[0][0], torch.full((4,), 2.0))
+    assert not os.path.exists("/tmp/drtriton-reference-escape")
+    for pid in os.listdir("/proc"):
+        try:
+            with open(f"/proc/{pid}/cmdline", "rb") as f:
+                assert b"time.sleep(30.75)" not in f.read()
+        except OSError:
+            pass
+
+
+@pytest.mark.parametrize(
+    ("source", "phase"),
+    [
+        ("raise RuntimeError('at import')\n", "reference import: RuntimeError: at import"),
+        ("def get_init_inputs():\n    raise KeyError('init')\n",
+         "reference get_init_inputs"),
+    ],
+)
+def test_reference_failures_name_their_phase(cpu_slot, source, phase):
+    base = (CASES / "ref_add_relu.py").read_text()
+    with pytest.raises(ProgramError, match=phase.replace("(", r"\(")):
+        _reference(cpu_slot, base + "\n" + source, [1], 0)

@@ -228,3 +228,17 @@ def test_inputs_that_a_seed_cannot_reproduce_are_reported(pool):
     assert drifting != REF
     verdict = pool.verify(drifting, LEGIT)
     assert verdict.status == "rejected" and "not reproducible" in verdict.reason
+
+
+@pytest.mark.parametrize(
+    ("extra", "status", "reason"),
+    [
+        ("raise ImportError('no such helper')\n", "compile_error",
+         "candidate import: ImportError: no such helper"),
+        ("import time\ntime.sleep(3600)\n", "timeout", "limit in candidate import"),
+    ],
+)
+def test_candidate_failures_name_their_phase(extra, status, reason):
+    config = JudgeConfig(device="cpu", timeout_s=4.0, seed=2)
+    verdict = verify(REF, LEGIT + "\n" + extra, config)
+    assert verdict.status == status and reason in verdict.reason
