@@ -39,6 +39,7 @@ SEALED = {  # the cases of the sandbox and the seal of the run-time checks: all 
     "ctypes_memory",
     "init_raises",
     "mode_inside_allowed_op",
+    "precompute_from_seeds",
 }
 FAST = SEALED | {
     "pytorch_only",

@@ -440,11 +440,17 @@ def _merged(a: dict, b: dict) -> dict:
 
 
 def _seal(job: dict, out: _ResultFiles) -> tuple[_OpRecord, Callable[[], list]]:
-    """Guard the op record's entry points, then install the audit hook (in that order)."""
+    """Guard the op record's entry points, then install the audit hook (in that order).
+
+    ``job.json`` is protected like the result files: it holds the input seeds, and a candidate
+    that read them could make the trials' inputs at import and answer them with PyTorch there,
+    outside every forward.
+    """
     forget_project_modules()
     controls = seal.scrub()
     record = _OpRecord(controls, frozenset(job["hybrid_allow"]))
-    blocked = seal.install_audit_hook(out.paths, out.fds)
+    protected = [*out.paths, os.path.join(os.path.dirname(out.paths[0]), "job.json")]
+    blocked = seal.install_audit_hook(protected, out.fds)
     return record, blocked
 
 
