@@ -322,3 +322,17 @@ def test_reference_failures_name_their_phase(cpu_slot, source, phase):
     base = (CASES / "ref_add_relu.py").read_text()
     with pytest.raises(ProgramError, match=phase.replace("(", r"\(")):
         _reference(cpu_slot, base + "\n" + source, [1], 0)
+
+
+def test_code_under_a_private_directory_is_bound_back(tmp_path):
+    # Regression: a clone and its venv under /tmp (a CI checkout) were hidden by the sandbox's
+    # fresh /tmp, and every fork server failed to start.
+    from drtriton.judge.isolation import visible_again
+
+    repo = tmp_path / "clone"
+    (repo / "src").mkdir(parents=True)
+    (repo / ".venv" / "lib").mkdir(parents=True)
+    found = visible_again([str(repo / "src"), str(repo), str(repo / ".venv" / "lib"), "/usr"])
+    assert str(tmp_path).startswith("/tmp")  # pytest's tmp_path is where the bug showed
+    assert found == [os.path.realpath(repo)]  # nested paths collapse into the clone
+    assert visible_again(["/usr", "/nonexistent/tmp"]) == []

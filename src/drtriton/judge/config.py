@@ -81,7 +81,9 @@ class JudgeConfig:
     baseline_timeout_s: float = 600.0  # eager and torch.compile timing (compiling included)
     trials: int = 5
     seed: int | None = None  # None: a fresh random seed per verification (cannot be precomputed)
-    memory_limit_gb: float = 8.0
+    # A child's memory: CPU address space above its size at fork, CUDA resident memory (which
+    # holds the host copies of GPU-scale outputs). None: 8 GiB on the CPU, 64 GiB on CUDA.
+    memory_limit_gb: float | None = None
     tf32: bool | None = None  # None: the preset's rule (PRESET_ALLOWS_TF32)
     output_cap_bytes: int = 64 * 1024
     # Timing (CUDA only): calls by time, as do_bench does, L2 flushed before each.
@@ -122,6 +124,12 @@ class JudgeConfig:
             raise ValueError("jobs_per_gpu must be >= 1")
         if not (self.device in ("auto", "cpu", "cuda") or self.device.startswith("cuda:")):
             raise ValueError(f"unknown device {self.device!r}; use auto, cpu, cuda or cuda:N")
+
+    def memory_limit_for(self, device: str) -> float:
+        """The child memory limit in GiB on ``device`` (cpu, cuda, cuda:N)."""
+        if self.memory_limit_gb is not None:
+            return self.memory_limit_gb
+        return 8.0 if device == "cpu" else 64.0
 
     @property
     def allows_tf32(self) -> bool:

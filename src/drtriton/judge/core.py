@@ -279,7 +279,8 @@ def _fault_verdict(result: JobResult, timeout_s: float, config: JudgeConfig):
     if result.timed_out:
         return "timeout", f"exceeded the {timeout_s:g} s wall-clock limit{where}"
     if result.memory_killed:
-        return "crashed", f"memory limit exceeded ({config.memory_limit_gb:g} GiB RSS){where}"
+        limit = result.memory_limit_gb
+        return "crashed", f"memory limit exceeded ({limit:g} GiB RSS){where}"
     if result.server_lost:
         return "crashed", f"the candidate killed its sandbox server{where}"
     if result.signal is not None:

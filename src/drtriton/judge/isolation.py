@@ -37,6 +37,7 @@ INSTALL_HINT = (
     "root), or pass --unsafe-no-sandbox to run untrusted code without OS isolation"
 )
 _NAMESPACES = "user, pid, mount, net, ipc, uts, cgroup"
+_PRIVATE = ("/tmp", "/var/tmp", "/dev/shm")  # fresh, empty file systems inside the sandbox
 
 
 class SandboxUnavailable(RuntimeError):
@@ -102,18 +103,37 @@ def _base_flags() -> list[str]:
     # closes, so the sandbox still dies with the judge.
     flags = ["--unshare-all", "--new-session", "--cap-drop", "ALL"]
     flags += ["--ro-bind", "/", "/", "--proc", "/proc", "--dev", "/dev"]
-    for private in ("/tmp", "/var/tmp", "/dev/shm"):
+    for private in _PRIVATE:
         if os.path.isdir(private):
             flags += ["--tmpfs", private]
     return flags
 
 
+def visible_again(paths: list[str]) -> list[str]:
+    """The paths among ``paths`` that the private file systems would hide (a checkout or a venv
+    under /tmp, as a CI clone may be): they are bound back read-only."""
+    found = []
+    for path in sorted({os.path.realpath(p) for p in paths if p and os.path.exists(p)}):
+        hidden = any(path == d or path.startswith(d + os.sep) for d in _PRIVATE)
+        if hidden and not any(path.startswith(f + os.sep) for f in found):
+            found.append(path)
+    return found
+
+
 def command(
-    binary: str, scratch: str, argv: list[str], gpu_minor: int | None, info_fd: int
+    binary: str,
+    scratch: str,
+    argv: list[str],
+    gpu_minor: int | None,
+    info_fd: int,
+    code_paths: list[str] = (),
 ) -> list[str]:
     """The bwrap command that runs ``argv`` with only ``scratch`` writable. bwrap writes the
-    host pid of the sandbox's init to ``info_fd``: killing it ends every process inside."""
+    host pid of the sandbox's init to ``info_fd``: killing it ends every process inside.
+    ``code_paths`` (the interpreter's prefix, the package, sys.path) must stay visible."""
     flags = _base_flags() + ["--info-fd", str(info_fd)]
+    for path in visible_again(list(code_paths)):
+        flags += ["--ro-bind", path, path]
     scratch = os.path.realpath(scratch)
     flags += ["--bind", scratch, scratch, "--chdir", scratch]
     for node in gpu_device_nodes(gpu_minor):

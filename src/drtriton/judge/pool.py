@@ -63,7 +63,7 @@ class JudgePool:
 
     def _sandbox(self, name: str, device: str, cuda_index: int | None, minor) -> Sandbox:
         scratch = os.path.join(self._scratch, name)
-        limit = int(self.config.memory_limit_gb * (1 << 30))
+        limit = int(self.config.memory_limit_for(device) * (1 << 30))
         cap = self.config.output_cap_bytes
         return Sandbox(device, scratch, cuda_index, limit, cap, bwrap=self._bwrap, gpu_minor=minor)
 

@@ -40,6 +40,7 @@ class JobResult:
     output: str
     wall_s: float
     server_lost: bool = False
+    memory_limit_gb: float = 0.0  # the limit the child ran under
 
 
 def clean_environment(device: str, cuda_index: int | None, scratch: str) -> dict[str, str]:
@@ -100,17 +101,23 @@ class Sandbox:
         env = clean_environment(self.device, self.cuda_index, self.scratch)
         info_read, info_write = os.pipe() if self.bwrap else (-1, -1)
         if self.bwrap:
-            argv = isolation.command(self.bwrap, self.scratch, argv, self.gpu_minor, info_write)
+            code = [sys.prefix, sys.exec_prefix, sys.base_prefix, _PACKAGE_ROOT,
+                    os.path.dirname(os.path.realpath(sys.executable)), *sys.path]
+            argv = isolation.command(
+                self.bwrap, self.scratch, argv, self.gpu_minor, info_write, code
+            )
             env["DRTRITON_PID_NAMESPACE"] = "1"
-        self._proc = subprocess.Popen(
-            argv,
-            pass_fds=(info_write,) if self.bwrap else (),
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.DEVNULL,
-            cwd=self.scratch,
-            env=env,
-        )
+        log_path = os.path.join(self.scratch, "server-stderr.log")  # why a start failed
+        with open(log_path, "wb") as log:
+            self._proc = subprocess.Popen(
+                argv,
+                pass_fds=(info_write,) if self.bwrap else (),
+                stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE,
+                stderr=log,
+                cwd=self.scratch,
+                env=env,
+            )
         self._buffer = b""
         self._init_pid = None
         if self.bwrap:
@@ -119,7 +126,7 @@ class Sandbox:
         event = self._read_event(time.monotonic() + self.start_timeout_s)
         if event is None or event.get("event") != "ready":
             self.close()
-            raise RuntimeError("judge fork server failed to start")
+            raise RuntimeError(f"judge fork server failed to start: {_last_line(log_path)}")
 
     def close(self) -> None:
         if self._proc is None:
@@ -182,6 +189,7 @@ class Sandbox:
             memory_killed=bool(event.get("memory_killed")),
             output=event.get("output", ""),
             wall_s=time.monotonic() - t0,
+            memory_limit_gb=self.memory_limit_bytes / 2**30,
         )
 
     def _lost(self, t0: float, timed_out: bool = False) -> JobResult:
@@ -204,3 +212,13 @@ class Sandbox:
             self._buffer += chunk
         line, self._buffer = self._buffer.split(b"\n", 1)
         return json.loads(line)
+
+
+def _last_line(path: str) -> str:
+    try:
+        with open(path, "rb") as f:
+            lines = [ln for ln in f.read()[-4000:].decode(errors="replace").splitlines()
+                     if ln.strip() and "USDT" not in ln]
+    except OSError:
+        return "no output"
+    return lines[-1][:300] if lines else "no output"
