@@ -336,3 +336,13 @@ def test_code_under_a_private_directory_is_bound_back(tmp_path):
     assert str(tmp_path).startswith("/tmp")  # pytest's tmp_path is where the bug showed
     assert found == [os.path.realpath(repo)]  # nested paths collapse into the clone
     assert visible_again(["/usr", "/nonexistent/tmp"]) == []
+
+
+def test_reports_with_non_finite_numbers_still_parse(tmp_path):
+    from drtriton.judge.core import _read_report
+    from drtriton.judge.worker import REPORT, _literal
+
+    report = {"status": "ok", "t": [float("nan"), 1.5, float("-inf")], "n": {"x": float("inf")}}
+    (tmp_path / REPORT).write_text(repr(_literal(report)))
+    back = _read_report(tmp_path)
+    assert back == {"status": "ok", "t": ["nan", 1.5, "-inf"], "n": {"x": "inf"}}

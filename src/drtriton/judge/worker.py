@@ -88,6 +88,7 @@ _type, _isinstance, _repr, _len, _str = type, isinstance, repr, len, str
 _float64 = torch.float64
 _int16, _bfloat16 = torch.int16, torch.bfloat16
 _quantiles, _median = statistics.quantiles, statistics.median
+_INF = float("inf")
 
 
 def sealed_run_job() -> Callable[[str], int]:
@@ -206,7 +207,7 @@ class _ResultFiles:
 
     def finish(self, report: dict) -> None:
         report["outputs"] = self.specs
-        chunks = ([memoryview(_repr(report).encode())], self.arrays)
+        chunks = ([memoryview(_repr(_literal(report)).encode())], self.arrays)
         for fd, parts in zip(self.fds, chunks, strict=True):
             _os_ftruncate(fd, 0)
             _os_lseek(fd, 0, 0)
@@ -215,6 +216,17 @@ class _ResultFiles:
                 while view:
                     view = view[_os_write(fd, view[: 1 << 30]) :]
             _os_close(fd)
+
+
+def _literal(value):
+    """``value`` with non-finite floats as text, so that its repr parses as a Python literal."""
+    if _type(value) is float and not (-_INF < value < _INF):
+        return _repr(value)
+    if _type(value) is dict:
+        return {k: _literal(v) for k, v in value.items()}
+    if _type(value) in (list, tuple):
+        return [_literal(v) for v in value]
+    return value
 
 
 def _host_array(t: torch.Tensor):
