@@ -24,7 +24,7 @@ from drtriton.judge import isolation
 
 # Environment variables a sandboxed process keeps (everything else is dropped: tokens, paths).
 _KEEP_PREFIXES = ("CUDA", "NVIDIA", "TRITON_PTXAS", "TRITON_CUOBJDUMP", "TRITON_NVDISASM")
-_KEEP_NAMES = ("PATH", "LANG", "LC_ALL", "LD_LIBRARY_PATH", "TZ")
+_KEEP_NAMES = ("PATH", "LANG", "LC_ALL", "LD_LIBRARY_PATH", "TZ", "DRTRITON_SEAL_DEBUG")
 _BACKSTOP_GRACE_S = 30.0
 _PACKAGE_ROOT = str(Path(__file__).resolve().parents[2])  # the directory holding drtriton/
 
