@@ -198,13 +198,19 @@ def _l20_pool_text() -> str:
 
 
 def gpu_compiler_block() -> str | None:
-    """Per-level summaries and per-problem rows of the H200 runs of `drtriton bench`."""
-    from drtriton.bench import summarize
-
+    """Per-level summaries of the H200 runs of `drtriton bench` (the README's table)."""
     rows = _gpu_rows(COMPILER_RUNS)
     if not rows:
         return None
-    notes = _load_notes()
+    summary = _compiler_summary(rows)
+    env_text = _env_text(rows) or "NVIDIA H200, torch 2.11.0+cu130, triton 3.6.0"
+    return (markdown_table(summary, list(summary[0])) + f"\n\n_{env_text}; {_coverage(rows)}; "
+            "generated from `benchmarks/results/gpu/*.rows.jsonl`._")
+
+
+def _compiler_summary(rows: list[dict]) -> list[dict]:
+    from drtriton.bench import summarize
+
     summary = []
     for mode in ("strict", "hybrid"):
         for level in sorted({r["level"] for r in rows}):
@@ -216,14 +222,20 @@ def gpu_compiler_block() -> str | None:
                                 "geomean_vs_compile": _fmt(s["geomean_compile"]),
                                 "fast_1_eager": _fmt(s["fast_1_eager"]),
                                 "fast_1_compile": _fmt(s["fast_1_compile"])})
-    per_problem = _side_by_side(rows, notes)
+    return summary
+
+
+def gpu_compiler_rows_block() -> str | None:
+    """Per-problem rows and plots of the H200 runs of `drtriton bench` (docs/compiler.md)."""
+    rows = _gpu_rows(COMPILER_RUNS)
+    if not rows:
+        return None
+    per_problem = _side_by_side(rows, _load_notes())
     env_text = _env_text(rows) or "NVIDIA H200, torch 2.11.0+cu130, triton 3.6.0"
     plots = _plots(rows)
     return (
-        markdown_table(summary, list(summary[0]))
-        + "\n\n"
-        + markdown_table(per_problem, list(per_problem[0]))
-        + "".join(f"\n\n![{mode} speedups]({path})" for mode, path in plots)
+        markdown_table(per_problem, list(per_problem[0]))
+        + "".join(f"\n\n![{mode} speedups](../{path})" for mode, path in plots)
         + f"\n\n_{env_text}; judge preset hardened (fp32, TF32 off for the baselines too); "
         + (f"{sum(r.get('compile_was_eager', False) for r in rows)} rows were judged before the "
            "torch.compile baseline was fixed (it ran eagerly, commit be9caa6): their compile "
@@ -378,15 +390,23 @@ def verdict_cost_block() -> str | None:
 
 
 def main() -> None:
-    readme = ROOT / "README.md"
-    text = readme.read_text()
-    for name, block in [("synth", synth_block()), ("gpu_compiler", gpu_compiler_block()),
-                        ("gpu_search", gpu_search_block()), ("gpu_recompute", gpu_recompute_block()),
-                        ("verdict_cost", verdict_cost_block())]:
-        if block is not None:
-            text = replace_block(text, name, block)
-    readme.write_text(text)
-    print("README.md tables updated")
+    # The README holds one table per suite; per-problem rows live in the docs of their stage.
+    blocks = {
+        "README.md": [("synth", synth_block), ("gpu_compiler", gpu_compiler_block),
+                      ("verdict_cost", verdict_cost_block)],
+        "docs/compiler.md": [("gpu_compiler_rows", gpu_compiler_rows_block)],
+        "docs/search.md": [("gpu_search", gpu_search_block),
+                           ("gpu_recompute", gpu_recompute_block)],
+    }
+    for name, makers in blocks.items():
+        path = ROOT / name
+        text = path.read_text()
+        for block_name, make in makers:
+            block = make()
+            if block is not None:
+                text = replace_block(text, block_name, block)
+        path.write_text(text)
+        print(f"{name} tables updated")
 
 
 if __name__ == "__main__":
