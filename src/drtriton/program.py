@@ -78,28 +78,13 @@ def make_inputs(module: types.ModuleType, seed: int, device: torch.device | str)
 
     The judge and its sandboxed children call this with the same seed on the same GPU and get
     the same values, so GPU-scale inputs (GBs) are made where they are used instead of crossing
-    processes through files; ``fingerprint`` checks that they agree.
+    processes through files; the judge checks that they agree (``worker.fingerprint``).
     """
     with TORCH_STATE_LOCK, torch.device(device):
         random.seed(seed)
         torch.manual_seed(seed)
         values = list(module.get_inputs())
     return [x.to(device) if isinstance(x, torch.Tensor) else x for x in values]
-
-
-def fingerprint(values: list) -> list:
-    """A cheap summary of inputs (float64 sum, shape, dtype per tensor) to check reproduction.
-
-    JSON-safe and comparable with ``==`` (the sum is kept as text, so NaN equals NaN).
-    """
-    out: list = []
-    for x in values:
-        if isinstance(x, torch.Tensor):
-            total = x.sum(dtype=torch.float64).item() if x.numel() else 0.0
-            out.append([repr(total), list(x.shape), str(x.dtype)])
-        else:
-            out.append(repr(x))
-    return out
 
 
 def run_program(

@@ -253,16 +253,25 @@ def _job_spec(kind: str, config: JudgeConfig, slot: Slot, ref: Reference | None 
         "allow_tf32": config.allows_tf32,
         "check_tf32": not config.allows_tf32 and slot.child_device != "cpu",
         "hybrid_allow": list(config.hybrid_allow) if config.mode == "hybrid" else [],
-        "warmup_s": config.warmup_s,
-        "max_timed_calls": config.repetitions,
-        "timing_budget_s": config.timing_budget_s,
-        "l2_flush_mb": config.l2_flush_mb,
-        "time_compile": config.time_compile,
+        **_timing_settings(config),
         "cpu_threads": 1,
     }
     if ref is not None:
         spec.update(model_seed=ref.model_seed, input_seeds=ref.input_seeds)
     return spec
+
+
+def _timing_settings(config: JudgeConfig) -> dict:
+    """How the children time (their job spec's fields), and so what a cached baseline is
+    keyed by."""
+    return {
+        "warmup_s": config.warmup_s,
+        "max_timed_calls": config.repetitions,
+        "timing_budget_s": config.timing_budget_s,
+        "l2_flush_mb": config.l2_flush_mb,
+        "input_sets": config.input_sets,
+        "time_compile": config.time_compile,
+    }
 
 
 def _last_phase(output: str) -> str:
@@ -446,25 +455,11 @@ def _judge_in(work: Path, ref: Reference, candidate: str, run: _Run) -> Verdict:
     with clock("candidate"):
         result = _run_job(run, job_dir, cache)
     tail = result.output[-4000:]
-    fault = _fault_verdict(result, config.timeout_s, config)
-    report = _read_report(job_dir)
-    run.note_child("candidate", report)
-    if fault:
-        return run.verdict(*fault, stdout_tail=tail)
-    if report is None:
-        return run.verdict(
-            "crashed", "the candidate process ended without a report", stdout_tail=tail
-        )
-    if report.get("status") != "ok":
-        status = report.get("status")
-        status = status if status in _CHILD_STATUSES else "rejected"
-        return run.verdict(status, str(report.get("reason", "")), stdout_tail=tail)
-    problem = _strictness_problem(report, config, len(ref.input_seeds))
-    launches = sum(report.get("launches_per_trial") or [0])
+    report, problem = _child_outcome(run, "candidate", result, job_dir, ref,
+                                     len(ref.input_seeds))
+    launches = sum((report or {}).get("launches_per_trial") or [0])
     if problem:
-        return run.verdict("rejected", problem, stdout_tail=tail, triton_launches=launches)
-    if report.get("input_fingerprints") != ref.fingerprints:
-        return run.verdict("rejected", _NOT_REPRODUCED, stdout_tail=tail)
+        return run.verdict(*problem, stdout_tail=tail, triton_launches=launches)
     mutated = report.get("inputs_mutated")
     if not isinstance(mutated, list):
         return run.verdict(
@@ -476,28 +471,19 @@ def _judge_in(work: Path, ref: Reference, candidate: str, run: _Run) -> Verdict:
         )
     with clock("compare"):
         trials = _load_outputs(job_dir, report)
-    if trials is None or len(trials) != len(ref.input_seeds):
+        worst, failed = _compare_trials(run, ref, trials)
+    if worst is None:
         return run.verdict("rejected", "outputs missing or unreadable", stdout_tail=tail)
-    worst = Comparison(True, "", 0.0, 0.0)
-    for k, (expected, actual) in enumerate(zip(ref.outputs, trials, strict=True)):
-        with clock("compare"):
-            cmp = compare_outputs(expected, list(actual), config, slot.judge_device)
-        worst = Comparison(
-            cmp.ok,
-            cmp.reason,
-            max(worst.max_abs_err, cmp.max_abs_err),
-            max(worst.max_rel_err, cmp.max_rel_err),
+    if failed is not None:
+        return run.verdict(
+            "incorrect",
+            f"trial {failed}: {worst.reason}",
+            max_abs_err=worst.max_abs_err,
+            max_rel_err=worst.max_rel_err,
+            stdout_tail=tail,
+            triton_launches=launches,
+            trials=failed + 1,
         )
-        if not cmp.ok:
-            return run.verdict(
-                "incorrect",
-                f"trial {k}: {cmp.reason}",
-                max_abs_err=worst.max_abs_err,
-                max_rel_err=worst.max_rel_err,
-                stdout_tail=tail,
-                triton_launches=launches,
-                trials=k + 1,
-            )
     common = dict(
         max_abs_err=worst.max_abs_err,
         max_rel_err=worst.max_rel_err,
@@ -512,6 +498,48 @@ def _judge_in(work: Path, ref: Reference, candidate: str, run: _Run) -> Verdict:
 
 
 _CHILD_STATUSES = ("incorrect", "rejected", "compile_error", "runtime_error", "timeout", "crashed")
+
+
+def _child_outcome(
+    run: _Run, job: str, result: JobResult, job_dir: Path, ref: Reference, trials: int | None
+) -> tuple[dict | None, tuple[str, str] | None]:
+    """A candidate child's report and, when something rules it out, (status, reason): how it
+    ended, its own status, the run-time checks, the inputs' fingerprints."""
+    config = run.config
+    fault = _fault_verdict(result, config.timeout_s, config)
+    report = _read_report(job_dir)
+    run.note_child(job, report)
+    if fault:
+        return report, fault
+    if report is None:
+        return None, ("crashed", "the candidate process ended without a report")
+    if report.get("status") != "ok":
+        status = report.get("status")
+        status = status if status in _CHILD_STATUSES else "rejected"
+        return report, (status, str(report.get("reason", "")))
+    problem = _strictness_problem(report, config, trials)
+    if problem:
+        return report, ("rejected", problem)
+    if report.get("input_fingerprints") != ref.fingerprints:
+        return report, ("rejected", _NOT_REPRODUCED)
+    return report, None
+
+
+def _compare_trials(
+    run: _Run, ref: Reference, trials: list | None
+) -> tuple[Comparison | None, int | None]:
+    """(the worst comparison so far, the first trial out of tolerance or None); (None, None)
+    when the outputs are missing."""
+    if trials is None or len(trials) != len(ref.outputs):
+        return None, None
+    worst = Comparison(True, "", 0.0, 0.0)
+    for k, (expected, actual) in enumerate(zip(ref.outputs, trials, strict=True)):
+        cmp = compare_outputs(expected, list(actual), run.config, run.slot.judge_device)
+        worst = Comparison(cmp.ok, cmp.reason, max(worst.max_abs_err, cmp.max_abs_err),
+                           max(worst.max_rel_err, cmp.max_rel_err))
+        if not cmp.ok:
+            return worst, k
+    return worst, None
 
 
 # ---- timing --------------------------------------------------------------------------------
@@ -530,50 +558,24 @@ def _time_on_cuda(work: Path, ref: Reference, candidate: str, run: _Run, common:
                    {"candidate.py": candidate})
     with clock("candidate_timing"):
         result = _run_job(run, cand_dir, cache, exclusive=True)
-    fault = _fault_verdict(result, config.timeout_s, config)
-    if fault:
-        return run.verdict(fault[0], "while timed: " + fault[1], **common)
-    report = _read_report(cand_dir) or {"status": "crashed", "reason": "no timing report"}
-    run.note_child("candidate_timing", report)
-    if report.get("status") != "ok":
-        status = report.get("status")
-        status = status if status in _CHILD_STATUSES else "rejected"
-        return run.verdict(status, "while timed: " + str(report.get("reason", "")), **common)
-    problem = _strictness_problem(report, config, None)
+    report, problem = _child_outcome(run, "candidate_timing", result, cand_dir, tref, None)
     if problem:
-        return run.verdict("rejected", "while timed: " + problem, **common)
-    if report.get("input_fingerprints") != tref.fingerprints:
-        return run.verdict("rejected", "while timed: " + _NOT_REPRODUCED, **common)
+        return run.verdict(problem[0], "while timed: " + problem[1], **common)
     with clock("compare"):
-        trials = _load_outputs(cand_dir, report)
-    if trials is None or len(trials) != len(tref.outputs):
+        worst, failed = _compare_trials(run, tref, _load_outputs(cand_dir, report))
+    if worst is None:
         return run.verdict("rejected", "outputs after timing missing", **common)
-    for expected, actual in zip(tref.outputs, trials, strict=True):
-        with clock("compare"):
-            cmp = compare_outputs(expected, list(actual), config, slot.judge_device)
-        if not cmp.ok:
-            return run.verdict("incorrect", f"after timing: {cmp.reason}", **common)
+    if failed is not None:
+        return run.verdict("incorrect", f"after timing: {worst.reason}", **common)
     timing = report.get("candidate") or {}
     # Judge-side sanity: the child cannot have spent more device time than wall time.
     if float(timing.get("total_event_ms", 0.0)) / 1e3 > result.wall_s:
         return run.verdict(
             "rejected", "reported kernel times exceed the wall clock (timer forged)", **common
         )
-    del trials
     with clock("baselines"):
         baselines = _baselines(work, tref, run)
     return _timed_verdict(run, timing, baselines, common)
-
-
-def _timing_settings(config: JudgeConfig) -> dict:
-    return {
-        "warmup_s": config.warmup_s,
-        "budget_s": config.timing_budget_s,
-        "max_calls": config.repetitions,
-        "l2_flush_mb": config.l2_flush_mb,
-        "input_sets": config.input_sets,
-        "compile": config.time_compile,
-    }
 
 
 def _baselines(work: Path, tref: Reference, run: _Run) -> dict:

@@ -36,7 +36,7 @@ import torch
 
 from drtriton.judge import seal
 from drtriton.judge.monitor import ALLOWED_OPS, CASTING_OPS, Monitor
-from drtriton.program import make_inputs
+from drtriton.program import ProgramError, as_output_tuple, make_inputs
 
 REPORT = "report.txt"
 OUTPUTS = "outputs.bin"
@@ -501,12 +501,12 @@ def _run_reference(job: dict, report: dict, out: _ResultFiles) -> None:
         xs = make_inputs(reference, seed, device)
         prints.append(fingerprint(xs))
         _phase(report, f"reference forward (trial {k})")
-        result = model(*xs)
-        items = [result] if _isinstance(result, _Tensor) else result
-        if not _isinstance(items, (tuple, list)) or not all(_isinstance(t, _Tensor) for t in items):
-            raise _Failure("invalid_reference", "forward must return a tensor or tensors")
+        try:
+            items = as_output_tuple(model(*xs))
+        except ProgramError as exc:
+            raise _Failure("invalid_reference", str(exc)) from exc
         trials.append(out.add_outputs(list(items)))
-        del xs, result, items
+        del xs, items
     report.update(input_fingerprints=prints, trial_outputs=trials)
 
 
