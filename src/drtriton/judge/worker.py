@@ -447,8 +447,27 @@ def _aten_ops(events: list) -> list[tuple[tuple, list]]:
     return out
 
 
-def _merged(a: dict, b: dict) -> dict:
-    return {k: max(a.get(k, 0), b.get(k, 0)) for k in {**a, **b}}
+def _run_time_report(monitor: Monitor, record: _OpRecord, blocked: Callable[[], list]) -> dict:
+    """The run-time checks' findings: the C++ op record's forbidden ops merged with the Python
+    monitor's, and every tampering any layer saw."""
+    python = monitor.report()
+    ops = {k: max(record.forbidden.get(k, 0), python["forbidden_ops"].get(k, 0))
+           for k in {**record.forbidden, **python["forbidden_ops"]}}
+    return {**python, "forbidden_ops": ops,
+            "tampered": list(monitor.tampered) + record.problems + blocked()}
+
+
+def _sealed_model(job: dict, report: dict, out: _ResultFiles, init: list, device,
+                  check_tf32: bool):
+    """Install the Python monitor and the seal, then import the candidate and build ModelNew:
+    (monitor, op record, the audit hook's findings, model)."""
+    _phase(report, "seal")
+    monitor = Monitor(tuple(job["hybrid_allow"]), check_tf32=check_tf32)
+    monitor.install()  # before the candidate exists
+    record, blocked = _seal(job, out)
+    _phase(report, "candidate import")
+    module = _load_source("candidate.py", "candidate", "candidate import")
+    return monitor, record, blocked, _build(module, "ModelNew", init, job, device, report)
 
 
 def _seal(job: dict, out: _ResultFiles) -> tuple[_OpRecord, Callable[[], list]]:
@@ -515,13 +534,8 @@ def _run_candidate(job: dict, report: dict, out: _ResultFiles) -> None:
     device = _setup(job)
     reference = _load_source("reference.py", "reference_inputs", "reference import")
     init = _init_args(reference, job, report)
-    _phase(report, "seal")
-    monitor = Monitor(tuple(job["hybrid_allow"]), check_tf32=job["check_tf32"])
-    monitor.install()  # before the candidate exists
-    record, blocked = _seal(job, out)
-    _phase(report, "candidate import")
-    module = _load_source("candidate.py", "candidate", "candidate import")
-    model = _build(module, "ModelNew", init, job, device, report)
+    monitor, record, blocked, model = _sealed_model(job, report, out, init, device,
+                                                    job["check_tf32"])
     threads_before = _thread_count()
     mutated, per_trial, prints, trials = [], [], [], []
     first: list = []
@@ -562,15 +576,13 @@ def _run_candidate(job: dict, report: dict, out: _ResultFiles) -> None:
         if _thread_count() > threads_before:
             raise _Failure("rejected", "forward left background threads running")
     report.update(
-        monitor.report(),
+        _run_time_report(monitor, record, blocked),
         launches_per_trial=per_trial,
         inputs_mutated=mutated,
         input_fingerprints=prints,
         trial_outputs=trials,
-        forbidden_ops=_merged(record.forbidden, monitor.report()["forbidden_ops"]),
-        tampered=list(monitor.tampered) + record.problems + blocked(),
     )
-    del model, module  # kept alive until the report was complete (their finalizers are theirs)
+    del model  # kept alive until the report was complete (its finalizers are the candidate's)
 
 
 # ---- timing (CUDA) ---------------------------------------------------------------------
@@ -663,13 +675,7 @@ def _run_candidate_timing(job: dict, report: dict, out: _ResultFiles) -> None:
     reference = _load_source("reference.py", "reference_inputs", "reference import")
     init = _init_args(reference, job, report)
     input_sets = _timing_inputs(reference, job, device, report)
-    _phase(report, "seal")
-    monitor = Monitor(tuple(job["hybrid_allow"]), check_tf32=False)
-    monitor.install()
-    record, blocked = _seal(job, out)
-    _phase(report, "candidate import")
-    module = _load_source("candidate.py", "candidate", "candidate import")
-    model = _build(module, "ModelNew", init, job, device, report)
+    monitor, record, blocked, model = _sealed_model(job, report, out, init, device, False)
     threads_before = _thread_count()
     _phase(report, "timed calls")
     report["candidate"] = _time_calls(lambda xs: model(*xs), input_sets, job, device, record)
@@ -689,12 +695,7 @@ def _run_candidate_timing(job: dict, report: dict, out: _ResultFiles) -> None:
         record.stop()
     if not _modes_clean():
         raise _Failure("rejected", "forward left a torch mode installed")
-    report.update(
-        monitor.report(),
-        trial_outputs=trials,
-        forbidden_ops=_merged(record.forbidden, monitor.report()["forbidden_ops"]),
-        tampered=list(monitor.tampered) + record.problems + blocked(),
-    )
+    report.update(_run_time_report(monitor, record, blocked), trial_outputs=trials)
 
 
 def _run_reference_timing(job: dict, report: dict) -> None:
