@@ -2,7 +2,7 @@
 
 The trusted side of the judge. Nothing here executes program code: the reference runs in a
 sandboxed child of its own (a user's reference is untrusted too), which sends back its outputs
-and its inputs' fingerprints; the candidate runs in another fresh child (``worker.py``) on inputs
+(``channel.py``: on CUDA GPU memory, never through the host) and its inputs' fingerprints; the candidate runs in another fresh child (``worker.py``) on inputs
 it remakes from the same seeds and sends back its outputs and its run-time report; everything is
 compared here. Reference runs are cached per (source, seeds, device, precision) and baseline
 timings on disk (``cache.py``).
@@ -34,12 +34,13 @@ from pathlib import Path
 import torch
 
 from drtriton.judge.cache import BaselineCache, ReferenceCache, source_key
+from drtriton.judge.channel import OutputChannel
 from drtriton.judge.compare import Comparison, compare_outputs
 from drtriton.judge.config import JudgeConfig
 from drtriton.judge.sandbox import JobResult, Sandbox
 from drtriton.judge.static import check_source
 from drtriton.judge.verdict import Verdict
-from drtriton.judge.worker import OUTPUTS, PHASE_MARK, REPORT
+from drtriton.judge.worker import PHASE_MARK, REPORT
 from drtriton.program import REQUIRED_NAMES, ProgramError, parse_python
 
 REPORT_MAX_BYTES = 16 << 20
@@ -167,16 +168,16 @@ def check_reference_source(source: str) -> None:
 def _reference_job(
     kind: str, source: str, fields: dict, config: JudgeConfig, slot: Slot, box: Sandbox,
     what: str,
-) -> Iterator[tuple[Path, dict]]:
+) -> Iterator[tuple[dict, torch.Tensor | None]]:
     """Run a job over the (untrusted) reference in a child of ``box`` under the reference's time
-    limit; yield its directory and report, or raise ``InvalidReferenceError`` (prefixed by
+    limit; yield its report and the outputs it sent, or raise ``InvalidReferenceError`` (prefixed by
     ``what``) naming the phase that failed. The directory is removed afterwards."""
     check_reference_source(source)
     work = Path(tempfile.mkdtemp(prefix=f"{kind}-", dir=box.scratch))
     try:
         job_dir = work / kind
         _write_job(job_dir, {**_job_spec(kind, config, slot), **fields}, source, {})
-        with slot.gpu.shared():
+        with slot.gpu.shared(), _outputs(job_dir, slot) as channel:
             result = box.run(str(job_dir), config.reference_timeout_s, str(work / "cache"))
         report = _read_report(job_dir)
         if result.timed_out or result.memory_killed or result.server_lost or report is None:
@@ -184,7 +185,7 @@ def _reference_job(
             raise InvalidReferenceError(what + (why[1] if why else "ended without a report"))
         if report.get("status") != "ok":
             raise InvalidReferenceError(what + str(report.get("reason", "")))
-        yield job_dir, report
+        yield report, channel.blob
     finally:
         shutil.rmtree(work, ignore_errors=True)
 
@@ -201,9 +202,9 @@ def run_reference(
     child of ``box``; raise ``InvalidReferenceError`` naming the phase that failed."""
     fields = {"model_seed": model_seed, "input_seeds": list(seeds)}
     with _reference_job("reference", source, fields, config, slot, box, "reference: ") as (
-        job_dir, report
+        report, blob
     ):
-        trials = _load_outputs(job_dir, report)
+        trials = _load_outputs(blob, report)
         if trials is None or len(trials) != len(seeds):
             raise InvalidReferenceError("reference: its outputs could not be read back")
         outputs = [tuple(t.to(slot.judge_device) for t in trial) for trial in trials]
@@ -218,7 +219,7 @@ def run_call(
     bounded by ``config.reference_timeout_s``: for work that runs a user's reference, such as
     the compiler's capture. Raises ``InvalidReferenceError`` naming the phase that failed."""
     fields = {"function": function, "arguments": arguments, "phase": phase}
-    with _reference_job("call", source, fields, config, slot, box, "") as (_, report):
+    with _reference_job("call", source, fields, config, slot, box, "") as (report, _):
         return report["result"]
 
 
@@ -249,6 +250,7 @@ def _write_job(job_dir: Path, job: dict, reference_source: str, files: dict) -> 
 def _job_spec(kind: str, config: JudgeConfig, slot: Slot, ref: Reference | None = None) -> dict:
     spec = {
         "kind": kind,
+        "outputs_nonce": secrets.token_hex(16),
         "device": slot.child_device,
         "allow_tf32": config.allows_tf32,
         "check_tf32": not config.allows_tf32 and slot.child_device != "cpu",
@@ -312,33 +314,41 @@ def _read_report(job_dir: Path) -> dict | None:
     return report if isinstance(report, dict) else None
 
 
-def _load_outputs(job_dir: Path, report: dict) -> list[tuple[torch.Tensor, ...]] | None:
-    """The trials' outputs as CPU tensors over the bytes of ``outputs.bin`` (read, not mapped:
-    nothing left running can change them during the comparison)."""
+@contextlib.contextmanager
+def _outputs(job_dir: Path, slot: Slot) -> Iterator[OutputChannel]:
+    """Listen for the outputs of the job in ``job_dir`` while it runs (see ``channel.py``)."""
+    nonce = json.loads((job_dir / "job.json").read_text())["outputs_nonce"]
+    channel = OutputChannel(job_dir, nonce, slot.judge_device)
+    try:
+        yield channel
+    finally:
+        channel.close()
+
+
+def _load_outputs(blob: torch.Tensor | None, report: dict) -> list[tuple[torch.Tensor, ...]] | None:
+    """The trials' outputs as views of ``blob`` (the bytes the child sent, in the judge's own
+    memory: nothing left running can change them), laid out as the report says."""
+    if blob is None:
+        return None
     try:
         specs, trials = report["outputs"], report["trial_outputs"]
-        path = job_dir / OUTPUTS
-        data = bytearray(path.stat().st_size)  # one copy: GPU-scale outputs are GBs
-        with path.open("rb") as f:
-            if f.readinto(data) != len(data):
-                return None
-        tensors = [_tensor_from(data, *spec) for spec in specs]
+        tensors = [_tensor_from(blob, *spec) for spec in specs]
         return [tuple(tensors[i] for i in trial) for trial in trials]
-    except (OSError, KeyError, TypeError, ValueError, IndexError, RuntimeError):
+    except (KeyError, TypeError, ValueError, IndexError, RuntimeError):
         return None
 
 
-def _tensor_from(data: bytearray, dtype: str, shape: list, offset: int, nbytes: int):
-    kind = getattr(torch, dtype.removeprefix("torch."), None)
-    if not isinstance(kind, torch.dtype) or offset < 0 or offset + nbytes > len(data):
+def _tensor_from(blob: torch.Tensor, dtype: str, shape: list, offset: int, nbytes: int):
+    kind = getattr(torch, str(dtype).removeprefix("torch."), None)
+    if not isinstance(kind, torch.dtype):
         raise ValueError(f"bad output record {dtype} {shape}")
-    stored = torch.int16 if kind == torch.bfloat16 else kind
-    count = nbytes // torch.empty((), dtype=stored).element_size()
-    flat = torch.frombuffer(data, dtype=stored, count=count, offset=offset) if count else (
-        torch.empty(0, dtype=stored)
-    )
-    flat = flat.view(torch.bfloat16) if kind == torch.bfloat16 else flat
-    return flat.reshape([int(d) for d in shape])
+    size = torch.empty((), dtype=kind).element_size()
+    count = 1
+    for d in shape:
+        count *= int(d)
+    if offset < 0 or offset % size or offset + nbytes > blob.numel() or nbytes != count * size:
+        raise ValueError(f"bad output record {dtype} {shape}")
+    return blob.narrow(0, offset, nbytes).view(kind).reshape([int(d) for d in shape])
 
 
 def _strictness_problem(report: dict, config: JudgeConfig, trials: int | None) -> str | None:
@@ -439,10 +449,13 @@ def _judge_pair(reference_source: str, candidate_source: str, config: JudgeConfi
         shutil.rmtree(work, ignore_errors=True)
 
 
-def _run_job(run: _Run, job_dir: Path, cache: str, exclusive: bool = False) -> JobResult:
+def _run_job(run: _Run, job_dir: Path, cache: str, exclusive: bool = False
+             ) -> tuple[JobResult, torch.Tensor | None]:
+    """Run a candidate job; (how it ended, the outputs it sent)."""
     lock = run.slot.gpu.exclusive() if exclusive else run.slot.gpu.shared()
-    with lock:
-        return run.box.run(str(job_dir), run.config.timeout_s, cache)
+    with lock, _outputs(job_dir, run.slot) as channel:
+        result = run.box.run(str(job_dir), run.config.timeout_s, cache)
+    return result, channel.blob
 
 
 def _judge_in(work: Path, ref: Reference, candidate: str, run: _Run) -> Verdict:
@@ -453,7 +466,7 @@ def _judge_in(work: Path, ref: Reference, candidate: str, run: _Run) -> Verdict:
         _write_job(job_dir, _job_spec("candidate", config, slot, ref), ref.source,
                    {"candidate.py": candidate})
     with clock("candidate"):
-        result = _run_job(run, job_dir, cache)
+        result, blob = _run_job(run, job_dir, cache)
     tail = result.output[-4000:]
     report, problem = _child_outcome(run, "candidate", result, job_dir, ref,
                                      len(ref.input_seeds))
@@ -470,7 +483,8 @@ def _judge_in(work: Path, ref: Reference, candidate: str, run: _Run) -> Verdict:
             "rejected", f"trial {mutated[0]}: forward mutated its inputs", stdout_tail=tail
         )
     with clock("compare"):
-        trials = _load_outputs(job_dir, report)
+        trials = _load_outputs(blob, report)
+        del blob
         worst, failed = _compare_trials(run, ref, trials)
     if worst is None:
         return run.verdict("rejected", "outputs missing or unreadable", stdout_tail=tail)
@@ -557,12 +571,13 @@ def _time_on_cuda(work: Path, ref: Reference, candidate: str, run: _Run, common:
         _write_job(cand_dir, _job_spec("candidate_timing", config, slot, tref), ref.source,
                    {"candidate.py": candidate})
     with clock("candidate_timing"):
-        result = _run_job(run, cand_dir, cache, exclusive=True)
+        result, blob = _run_job(run, cand_dir, cache, exclusive=True)
     report, problem = _child_outcome(run, "candidate_timing", result, cand_dir, tref, None)
     if problem:
         return run.verdict(problem[0], "while timed: " + problem[1], **common)
     with clock("compare"):
-        worst, failed = _compare_trials(run, tref, _load_outputs(cand_dir, report))
+        worst, failed = _compare_trials(run, tref, _load_outputs(blob, report))
+        del blob
     if worst is None:
         return run.verdict("rejected", "outputs after timing missing", **common)
     if failed is not None:

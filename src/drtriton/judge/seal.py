@@ -78,11 +78,16 @@ class SealViolation(PermissionError):
     """Raised by the audit hook: the operation is not allowed inside the judge's sandbox."""
 
 
-def install_audit_hook(protected_paths: list[str], protected_fds: list[int]) -> Callable[[], list]:
+def install_audit_hook(
+    protected_paths: list[str], protected_fds: list[int], allowed_calls: frozenset[int] = frozenset()
+) -> Callable[[], list]:
     """Install the hook; return a function that lists what was blocked so far.
 
     ``protected_paths`` (absolute) are the child's result files: no file operation may name
     them. ``protected_fds`` are their open descriptors: they may not be memory-mapped.
+    ``allowed_calls``: addresses of the foreign functions the worker itself calls through
+    ``ctypes`` afterwards (the CUDA driver's VMM entry points that export its outputs); every
+    other ``ctypes`` event is blocked.
     """
     protected = frozenset(os.path.realpath(p) for p in protected_paths)
     readers = _frame_reader_codes()
@@ -114,6 +119,8 @@ def install_audit_hook(protected_paths: list[str], protected_fds: list[int]) -> 
             return None if id(caller.f_code) in readers else f"{event} from {caller.f_code.co_filename}:{caller.f_code.co_name}"
         if event == TAMPER_EVENT:
             return f"called {args[0] if args else 'a guarded function'}"
+        if event == "ctypes.call_function" and args and args[0] in allowed_calls:
+            return None
         if event.startswith("ctypes."):
             return event
         if event == "object.__getattr__" and len_(args) > 1 and args[1] in _FRAME_ATTRIBUTES:

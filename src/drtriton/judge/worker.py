@@ -2,9 +2,10 @@
 
 The judge writes a job directory (``job.json`` with the seeds, the reference, the program source);
 the fork server (``server.py``) forks a child that calls ``sealed_run_job()(job_dir)`` there. The
-child remakes the inputs from the seeds with the reference's ``get_inputs`` on its device and
-writes ``report.txt`` (a Python literal) and ``outputs.bin`` (raw tensor bytes, laid out as the
-report says); the judge reads them after the child exited. The reference's outputs never enter a
+child remakes the inputs from the seeds with the reference's ``get_inputs`` on its device, sends
+its outputs (raw bytes, laid out as the report says) as one descriptor over the job's socket
+(``channel.py``: a memfd on the CPU, GPU memory on CUDA) and writes ``report.txt`` (a Python
+literal), which the judge reads after the child exited. The reference's outputs never enter a
 candidate process: comparison happens in the judge.
 
 Sealing (candidate jobs): this module is executed afresh in the child, with a private copy of
@@ -20,11 +21,13 @@ escapes (``Tensor.numpy``/``item``) as defence in depth.
 
 from __future__ import annotations
 
+import _socket
 import builtins
 import json
 import os
 import secrets
 import statistics
+import struct
 import sys
 import threading
 import time
@@ -35,11 +38,14 @@ import numpy
 import torch
 
 from drtriton.judge import seal
+from drtriton.judge.autotune import untimed_autotuning
+from drtriton.judge.channel import OUTPUTS_SOCKET
 from drtriton.judge.monitor import ALLOWED_OPS, CASTING_OPS, Monitor
 from drtriton.program import ProgramError, as_output_tuple, make_inputs
 
 REPORT = "report.txt"
-OUTPUTS = "outputs.bin"
+OUTPUT_ALIGN = 64  # bytes: every output starts at a multiple (so the judge can view any dtype)
+ACK_TIMEOUT_S = 120.0  # how long a child waits for the judge to take its outputs
 PHASE_MARK = "[drtriton-phase] "  # the last such line of a child's output names where it was
 
 # ---- bound now, before any candidate code can run --------------------------------------------
@@ -53,6 +59,7 @@ _t_detach = _TB.detach
 _t_to = _TB.to
 _t_contiguous = _TB.contiguous
 _t_numpy = _TB.numpy
+_t_reshape = _TB.reshape
 _t_view = _TB.view
 _t_sum = _TB.sum
 _t_item = _TB.item
@@ -83,10 +90,19 @@ _cuda_event = torch.cuda.Event
 _thread_count = getattr(__import__("_thread"), "_count", lambda: threading.active_count())
 _perf_counter = time.perf_counter
 _os_open, _os_write, _os_close, _os_ftruncate = os.open, os.write, os.close, os.ftruncate
-_os_lseek = os.lseek
+_os_lseek, _os_pwrite = os.lseek, os.pwrite
+_memfd_create = getattr(os, "memfd_create", None)
+_sock_new = _socket.socket
+_sock_connect, _sock_sendmsg = _socket.socket.connect, _socket.socket.sendmsg
+_sock_recv, _sock_close = _socket.socket.recv, _socket.socket.close
+_sock_settimeout = _socket.socket.settimeout
+_AF_UNIX, _SOCK_STREAM = _socket.AF_UNIX, _socket.SOCK_STREAM
+_SOL_SOCKET, _SCM_RIGHTS = _socket.SOL_SOCKET, _socket.SCM_RIGHTS
+_pack = struct.pack
+_memoryview = memoryview
 _type, _isinstance, _repr, _len, _str = type, isinstance, repr, len, str
 _float64 = torch.float64
-_int16, _bfloat16 = torch.int16, torch.bfloat16
+_int16, _bfloat16, _uint8 = torch.int16, torch.bfloat16, torch.uint8
 _quantiles, _median = statistics.quantiles, statistics.median
 _INF = float("inf")
 
@@ -119,7 +135,7 @@ def run_job(job_dir: str) -> int:
     """Entry point in the child. Returns the exit code (the report says what happened)."""
     with open(os.path.join(job_dir, "job.json")) as f:
         job = json.load(f)
-    out = _ResultFiles(job_dir)
+    out = _Results(job_dir, job)
     report: dict = {"kind": job["kind"], "status": "ok", "reason": ""}
     try:
         kind = job["kind"]
@@ -176,46 +192,92 @@ def _phase(report: dict, name: str) -> None:
     print(PHASE_MARK + name, flush=True)
 
 
-class _ResultFiles:
-    """The child's two result files, opened before any candidate code runs.
+class _Results:
+    """The child's report file, opened before any candidate code runs, and its outputs.
 
-    The audit hook blocks every file operation on their paths afterwards, so only these
-    descriptors can write them. Outputs are kept as host arrays and written by ``finish``, after
-    the last call into candidate code, from offset 0 (a candidate that wrote through the
-    descriptors before is overwritten; threads it left running are a rejection).
+    The audit hook blocks every file operation on the report's path (and the job's socket)
+    afterwards, so only this descriptor can write it. Outputs are kept as copies (on the child's
+    device) and sent by ``finish``, after the last call into candidate code; then the report is
+    written from offset 0 (a candidate that wrote through the descriptor before is overwritten;
+    threads it left running are a rejection).
     """
 
-    def __init__(self, job_dir: str) -> None:
-        self.paths = [os.path.join(job_dir, REPORT), os.path.join(job_dir, OUTPUTS)]
-        flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL
-        self.fds = [_os_open(p, flags, 0o600) for p in self.paths]
-        self.arrays: list = []
+    def __init__(self, job_dir: str, job: dict) -> None:
+        self.paths = [os.path.join(job_dir, REPORT), os.path.join(job_dir, OUTPUTS_SOCKET)]
+        self.fds = [_os_open(self.paths[0], os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)]
+        self.nonce = job.get("outputs_nonce", "")
+        self.cuda = job.get("device", "cpu").startswith("cuda")
+        self.allowed_calls: frozenset[int] = frozenset()
+        if self.cuda:
+            from drtriton.judge import cuda_share
+
+            self.exported = cuda_share.Exported
+            self.allowed_calls = cuda_share.driver().addresses()
+        self.parts: list = []
         self.specs: list[list] = []
         self.size = 0
 
     def add_outputs(self, tensors: list) -> list[int]:
-        """Keep host copies of ``tensors``; return their indices in ``report["outputs"]``."""
+        """Keep copies of ``tensors``; return their indices in ``report["outputs"]``."""
         indices = []
         for t in tensors:
-            array = _host_array(t)
-            nbytes = array.nbytes
-            self.specs.append([_str(_t_dtype(t)), list(_t_shape(t)), self.size, nbytes])
-            self.arrays.append(array)
-            self.size += nbytes
+            flat = _t_reshape(_t_clone(_t_contiguous(_t_detach(t))), (-1,))
+            if not self.cuda and _t_device(flat).type != "cpu":
+                flat = _t_to(flat, "cpu")
+            data = _t_view(flat, _uint8)
+            offset = -(-self.size // OUTPUT_ALIGN) * OUTPUT_ALIGN
+            nbytes = _t_numel(data)
+            self.specs.append([_str(_t_dtype(t)), list(_t_shape(t)), offset, nbytes])
+            self.parts.append((data, offset))
+            self.size = offset + nbytes
             indices.append(_len(self.specs) - 1)
         return indices
 
+    def _descriptor(self) -> tuple[int, int, object]:
+        """(fd, allocation size, what keeps it alive) holding every output at its offset."""
+        if self.cuda:
+            exported = self.exported(self.parts, self.size, torch.device("cuda"))
+            return exported.fd, exported.size, exported
+        fd = _memfd_create("drtriton-outputs")
+        _os_ftruncate(fd, self.size)
+        for data, offset in self.parts:
+            view = _memoryview(_t_numpy(data))
+            while view:
+                written = _os_pwrite(fd, view[: 1 << 30], offset)
+                view, offset = view[written:], offset + written
+        return fd, self.size, None
+
+    def send_outputs(self) -> None:
+        """Hand the outputs to the judge over the job's socket; wait until it has them."""
+        fd, size, keep = self._descriptor()
+        header = f'{{"nonce": "{self.nonce}", "nbytes": {self.size}, "size": {size}}}'.encode()
+        sock = _sock_new(_AF_UNIX, _SOCK_STREAM)
+        try:
+            _sock_settimeout(sock, ACK_TIMEOUT_S)
+            _sock_connect(sock, self.paths[1])
+            _sock_sendmsg(sock, [_pack(">I", _len(header)) + header],
+                          [(_SOL_SOCKET, _SCM_RIGHTS, _pack("i", fd))])
+            _sock_recv(sock, 1)
+        finally:
+            _sock_close(sock)
+            _os_close(fd)
+            del keep
+
     def finish(self, report: dict) -> None:
         report["outputs"] = self.specs
-        chunks = ([memoryview(_repr(_literal(report)).encode())], self.arrays)
-        for fd, parts in zip(self.fds, chunks, strict=True):
-            _os_ftruncate(fd, 0)
-            _os_lseek(fd, 0, 0)
-            for part in parts:
-                view = memoryview(part).cast("B") if part.nbytes else b""
-                while view:
-                    view = view[_os_write(fd, view[: 1 << 30]) :]
-            _os_close(fd)
+        if self.parts and report.get("status") == "ok":
+            try:
+                self.send_outputs()
+            except OSError as exc:
+                report["outputs_error"] = f"{_type(exc).__name__}: {exc}"[:200]
+            self.parts = []
+        fd = self.fds[0]
+        _os_ftruncate(fd, 0)
+        _os_lseek(fd, 0, 0)
+        view = _memoryview(_repr(_literal(report)).encode())
+        while view:
+            view = view[_os_write(fd, view[: 1 << 30]) :]
+        _os_close(fd)
 
 
 def _literal(value):
@@ -457,7 +519,7 @@ def _run_time_report(monitor: Monitor, record: _OpRecord, blocked: Callable[[], 
             "tampered": list(monitor.tampered) + record.problems + blocked()}
 
 
-def _sealed_model(job: dict, report: dict, out: _ResultFiles, init: list, device,
+def _sealed_model(job: dict, report: dict, out: _Results, init: list, device,
                   check_tf32: bool):
     """Install the Python monitor and the seal, then import the candidate and build ModelNew:
     (monitor, op record, the audit hook's findings, model)."""
@@ -470,7 +532,7 @@ def _sealed_model(job: dict, report: dict, out: _ResultFiles, init: list, device
     return monitor, record, blocked, _build(module, "ModelNew", init, job, device, report)
 
 
-def _seal(job: dict, out: _ResultFiles) -> tuple[_OpRecord, Callable[[], list]]:
+def _seal(job: dict, out: _Results) -> tuple[_OpRecord, Callable[[], list]]:
     """Guard the op record's entry points, then install the audit hook (in that order).
 
     ``job.json`` is protected like the result files: it holds the input seeds, and a candidate
@@ -481,7 +543,7 @@ def _seal(job: dict, out: _ResultFiles) -> tuple[_OpRecord, Callable[[], list]]:
     controls = seal.scrub()
     record = _OpRecord(controls, frozenset(job["hybrid_allow"]))
     protected = [*out.paths, os.path.join(os.path.dirname(out.paths[0]), "job.json")]
-    blocked = seal.install_audit_hook(protected, out.fds)
+    blocked = seal.install_audit_hook(protected, out.fds, out.allowed_calls)
     return record, blocked
 
 
@@ -506,7 +568,7 @@ def _run_call(job: dict, report: dict) -> None:
 
 
 # ---- reference -------------------------------------------------------------------------
-def _run_reference(job: dict, report: dict, out: _ResultFiles) -> None:
+def _run_reference(job: dict, report: dict, out: _Results) -> None:
     """The reference alone, on the judge's seeds: its outputs and its inputs' fingerprints."""
     device = _setup(job)
     _phase(report, "reference import")
@@ -530,8 +592,10 @@ def _run_reference(job: dict, report: dict, out: _ResultFiles) -> None:
 
 
 # ---- candidate correctness -------------------------------------------------------------
-def _run_candidate(job: dict, report: dict, out: _ResultFiles) -> None:
+def _run_candidate(job: dict, report: dict, out: _Results) -> None:
     device = _setup(job)
+    if device.type == "cuda":
+        untimed_autotuning()  # its own module: the candidate can reach these functions' globals
     reference = _load_source("reference.py", "reference_inputs", "reference import")
     init = _init_args(reference, job, report)
     monitor, record, blocked, model = _sealed_model(job, report, out, init, device,
@@ -670,7 +734,7 @@ def _timing_inputs(reference, job: dict, device: torch.device, report: dict) -> 
     return sets
 
 
-def _run_candidate_timing(job: dict, report: dict, out: _ResultFiles) -> None:
+def _run_candidate_timing(job: dict, report: dict, out: _Results) -> None:
     device = _setup(job)
     reference = _load_source("reference.py", "reference_inputs", "reference import")
     init = _init_args(reference, job, report)
