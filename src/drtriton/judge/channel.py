@@ -82,6 +82,7 @@ class OutputChannel:
     def _serve(self) -> None:
         if self.device.type == "cuda":
             torch.cuda.set_device(self.device)
+            torch.cuda.synchronize(self.device)  # the device's context is current in this thread
         while not self.closed.is_set() and self.blob is None:
             try:
                 conn, _ = self.listener.accept()

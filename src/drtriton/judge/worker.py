@@ -103,6 +103,7 @@ _memoryview = memoryview
 _type, _isinstance, _repr, _len, _str = type, isinstance, repr, len, str
 _float64 = torch.float64
 _int16, _bfloat16, _uint8 = torch.int16, torch.bfloat16, torch.uint8
+_CUDA = torch.device("cuda")  # a child sees its one GPU as cuda:0
 _quantiles, _median = statistics.quantiles, statistics.median
 _INF = float("inf")
 
@@ -236,7 +237,7 @@ class _Results:
     def _descriptor(self) -> tuple[int, int, object]:
         """(fd, allocation size, what keeps it alive) holding every output at its offset."""
         if self.cuda:
-            exported = self.exported(self.parts, self.size, torch.device("cuda"))
+            exported = self.exported(self.parts, self.size, _CUDA)
             return exported.fd, exported.size, exported
         fd = _memfd_create("drtriton-outputs")
         _os_ftruncate(fd, self.size)
