@@ -258,7 +258,7 @@ def _env_text(rows: list[dict]) -> str:
     return "; ".join(envs) + (f" (commits {', '.join(commits)})" if commits else "")
 
 
-# benchmarks/gpu_session.sh search_hybrid, search_strict and search_strict_split; l20b and l20c
+# gpu_session.sh search_hybrid, search_strict and search_strict_split; l20b and l20c
 # are parts of the strict level-20 search that ran beside search_strict_l20 or after it
 SEARCH_RUNS = {"search_l5": "hybrid", "search_l20": "hybrid",
                "search_strict_l5": "strict", "search_strict_l20": "strict",
@@ -389,11 +389,55 @@ def verdict_cost_block() -> str | None:
             + "; generated from `benchmarks/results/verdict_cost/`._")
 
 
+PLANS = ROOT / "benchmarks" / "plans"
+
+
+def plan_block(name: str) -> str:
+    """The latest complete run of ``benchmarks/plans/NAME.toml``: one row per suite, mode and
+    preset, a plot of the speedups beside the results, and where it ran."""
+    from drtriton.bench.plan import latest_complete, load_plan, planned_keys, read_rows, summary
+
+    plan = load_plan(PLANS / f"{name}.toml")
+    rows = latest_complete(read_rows(plan.results_path()), planned_keys(plan))
+    where = f"`{plan.results_path().relative_to(ROOT)}`"
+    if not rows:
+        return f"_No complete run of `benchmarks/plans/{name}.toml` yet (results: {where})._"
+    table = [{k: _fmt(v) for k, v in r.items()} for r in summary(rows)]
+    plot = plan.results_path().with_suffix(".png")
+    _plan_plot(rows, plot)
+    first = min(rows, key=lambda r: r["date"])
+    return (markdown_table(table, list(table[0])) + f"\n\n![speedups]({plot.relative_to(ROOT)})"
+            f"\n\n_{first['device']}, torch {first['torch']}, triton {first['triton']}, commit "
+            f"{first['commit']}, {first['date'][:10]}; generated from {where}._")
+
+
+def _plan_plot(rows: list[dict], path: Path) -> None:
+    """Speedup distributions against eager and torch.compile, per suite and mode."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    groups = sorted({(r["suite"], r["mode"]) for r in rows})
+    fig, axes = plt.subplots(1, 2, figsize=(10, 3.5), sharey=True)
+    for ax, key in zip(axes, ("speedup_eager", "speedup_compile"), strict=True):
+        data = [[r[key] for r in rows if (r["suite"], r["mode"]) == g and r["status"] == "correct"
+                 and r.get(key)] for g in groups]
+        ax.boxplot([d or [float("nan")] for d in data], labels=[f"{s}\n{m}" for s, m in groups])
+        ax.set_yscale("log")
+        ax.axhline(1.0, color="grey", lw=0.8)
+        ax.set_title(key.replace("_", " vs "))
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
 def main() -> None:
     # The README holds one table per suite; per-problem rows live in the docs of their stage.
     blocks = {
         "README.md": [("synth", synth_block), ("gpu_compiler", gpu_compiler_block),
-                      ("verdict_cost", verdict_cost_block)],
+                      ("verdict_cost", verdict_cost_block),
+                      ("plan_gpu", lambda: plan_block("gpu"))],
         "docs/compiler.md": [("gpu_compiler_rows", gpu_compiler_rows_block)],
         "docs/search.md": [("gpu_search", gpu_search_block),
                            ("gpu_recompute", gpu_recompute_block)],

@@ -261,36 +261,6 @@ def test_bench_with_search_on_cpu_keeps_a_resumable_verdict_cache(tmp_path):
     assert stored == row["candidates_judged"]  # every verdict of the search, for a resumed run
 
 
-def test_hybrid_bench_reuses_correct_strict_verdicts_of_identical_kernels(tmp_path):
-    runner = CliRunner()
-    strict = tmp_path / "strict.json"
-    common = ["bench", "--levels", "1", "--num", "2", "--device", "cpu"]
-    assert runner.invoke(app, [*common, "--out", str(strict)]).exit_code == 0
-    strict_rows = [json.loads(x) for x in (tmp_path / "strict.json.rows.jsonl").read_text().splitlines()]
-    assert all(r["status"] == "correct" and r["env"]["mode"] == "strict" for r in strict_rows)
-    # one strict verdict is marked incorrect: it must be judged again, not trusted
-    strict_rows[1] |= {"status": "incorrect"}
-    reuse = tmp_path / "strict_edited.jsonl"
-    reuse.write_text("".join(json.dumps(r) + "\n" for r in strict_rows))
-    hybrid = tmp_path / "hybrid.json"
-    result = runner.invoke(app, [*common, "--mode", "hybrid", "--out", str(hybrid), "--reuse-rows", str(reuse)])
-    assert result.exit_code == 0, result.output
-    rows = [json.loads(x) for x in (tmp_path / "hybrid.json.rows.jsonl").read_text().splitlines()]
-    by_id = {r["id"]: r for r in rows}
-    first, second = (by_id[r["id"]] for r in strict_rows)
-    assert first["verdict_reused_from"]["mode"] == "strict"
-    assert first["runtime_ms"] == strict_rows[0]["runtime_ms"] and first["env"]["mode"] == "hybrid"
-    assert "verdict_reused_from" not in second and second["status"] == "correct"
-    # rows of a hybrid run are never reused (only strict verdicts carry over)
-    again = tmp_path / "hybrid2.json"
-    args = [*common, "--mode", "hybrid", "--out", str(again), "--reuse-rows", str(tmp_path / "hybrid.json.rows.jsonl")]
-    assert runner.invoke(app, args).exit_code == 0
-    rows = [json.loads(x) for x in (tmp_path / "hybrid2.json.rows.jsonl").read_text().splitlines()]
-    assert not any("verdict_reused_from" in r for r in rows)
-    missing = runner.invoke(app, [*common, "--out", str(again), "--reuse-rows", str(tmp_path / "nope.jsonl")])
-    assert missing.exit_code == 2 and "no such file" in missing.output
-
-
 def test_reference_filters_wait_for_fx_tracing():
     """Regression: the filters run a reference eagerly in the bench's process; a candidate traced
     by another thread at the same time (torch.fx patches Module.__call__ globally) broke them on

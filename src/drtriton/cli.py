@@ -328,7 +328,8 @@ def _int_list(text: str, option: str) -> tuple[int, ...]:
 
 @app.command()
 def bench(
-    out: Path = typer.Option(..., help="Report JSON (rows, CSV and plot are written beside it)."),
+    out: Path = typer.Option(None, help="Report JSON (rows, CSV and plot are written beside it)."),
+    plan: Path = typer.Option(None, help="Run a benchmark plan (TOML, benchmarks/plans/) into its results file, resuming; the other options do not apply."),
     suite: str = typer.Option("synthetic", help="synthetic | kernelbench."),
     levels: str = typer.Option("1,2,5,20", help="Levels, comma-separated."),
     num: int = typer.Option(10, help="Programs per level (kernelbench: at most this many)."),
@@ -347,13 +348,18 @@ def bench(
     preset: str = typer.Option("hardened", help="Judge preset: hardened | kernelbench | kernelbench-v0.1."),
     device: str = typer.Option("auto", help="auto | cpu | cuda."),
     seed: int = typer.Option(None, help="Synthetic seed (default: the held-out benchmark seed)."),
-    reuse_rows: Path = typer.Option(
-        None, help="Hybrid runs: a strict run's rows (OUT.rows.jsonl); its correct verdicts stand where the compiler writes the same kernels in both modes."
-    ),
     unsafe_no_sandbox: bool = typer.Option(False, "--unsafe-no-sandbox", help=UNSAFE_HELP),
 ) -> None:
     """Benchmark a policy: accuracy, fast_p against eager and torch.compile, geomean speedups."""
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+    if plan is not None:
+        if out is not None:
+            fail("--plan writes to the plan's own results file: drop --out")
+        _bench_plan(plan, unsafe_no_sandbox)
+        return
+    if out is None:
+        fail("bench needs --out (or --plan)")
 
     from drtriton.bench import HELD_OUT_SEED, BenchConfig, run_bench, summary_table
     from drtriton.judge import SandboxUnavailable
@@ -375,8 +381,6 @@ def bench(
     if timeout_s <= 0:
         fail("--timeout-s must be positive")
     _check_search_budget(max_fragment_ops, search_wall_s, candidates_per_fragment)
-    if reuse_rows is not None and not reuse_rows.exists():
-        fail(f"--reuse-rows: no such file {reuse_rows}")
     _check_writable(out)
     config = BenchConfig(
         suite=suite, levels=_int_list(levels, "--levels"), num=num, scale=scale,
@@ -385,7 +389,7 @@ def bench(
         max_fragment_ops=max_fragment_ops, search_wall_s=search_wall_s, timeout_s=timeout_s,
         candidates_per_fragment=candidates_per_fragment,
         device=device, search_cache=str(search_cache) if search_cache else None,
-        reuse_rows=str(reuse_rows) if reuse_rows else None, unsafe_no_sandbox=unsafe_no_sandbox,
+        unsafe_no_sandbox=unsafe_no_sandbox,
     )  # fmt: skip
     columns = (TextColumn("bench"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(), TextColumn("{task.fields[last]}"))
     with Progress(*columns, console=console) as progress:
@@ -406,6 +410,39 @@ def bench(
             fail(str(exc))
     typer.echo(summary_table(report))
     console.print(f"report: {out} (rows: {out.name}.rows.jsonl, {out.with_suffix('.csv').name})")
+
+
+def _bench_plan(path: Path, unsafe_no_sandbox: bool) -> None:
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+    from drtriton.bench.plan import PlanError, load_plan, run_plan, summary
+    from drtriton.bench.records import markdown_table
+    from drtriton.judge import SandboxUnavailable
+
+    try:
+        plan = load_plan(path)
+    except PlanError as exc:
+        fail(str(exc))
+    columns = (TextColumn(f"plan {plan.name}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+               TextColumn("{task.fields[last]}"))  # fmt: skip
+    with Progress(*columns, console=console) as progress:
+        task = progress.add_task("plan", total=None, last="")
+
+        def on_row(row: dict, total: int) -> None:
+            last = f"{row['suite']}/{row['problem']} {row['mode']}: {row['status']}"
+            progress.update(task, advance=1, total=total, last=last)
+            if not console.is_terminal:
+                console.print(last, highlight=False, markup=False, soft_wrap=True)
+
+        try:
+            rows = run_plan(plan, on_row, unsafe_no_sandbox=unsafe_no_sandbox)
+        except (PlanError, ValueError, FileNotFoundError, SandboxUnavailable) as exc:
+            fail(str(exc))
+    table = [{k: ("n/a" if v is None else f"{v:.2f}" if isinstance(v, float) else v)
+              for k, v in r.items()} for r in summary(rows)]
+    if table:
+        typer.echo(markdown_table(table, list(table[0])))
+    console.print(f"results: {plan.results_path()}")
 
 
 def _row_line(row: dict) -> str:

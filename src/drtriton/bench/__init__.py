@@ -25,12 +25,12 @@ from drtriton.bench.records import (
     write_results,
 )
 from drtriton.bench.report import plot_speedups, summary_table, write_report
-from drtriton.bench.run import RESUME_KEYS, reused_row, run_bench, solve_problem
+from drtriton.bench.run import RESUME_KEYS, run_bench, solve_problem
 
 __all__ = [
     "FAST_P", "HELD_OUT_SEED", "RESUME_KEYS", "BenchConfig", "Problem", "fast_p",
     "geomean_speedup", "kernelbench_problems", "machine_record", "markdown_table",
-    "plot_speedups", "replace_block", "reused_row", "run_bench", "sample_indices",
+    "plot_speedups", "replace_block", "run_bench", "sample_indices",
     "search_gain", "solve_problem", "source_digest", "summarize", "summary_table",
     "synthetic_problems", "write_report", "write_results",
 ]

@@ -47,9 +47,6 @@ class BenchConfig:
     unsafe_no_sandbox: bool = False  # judge without bubblewrap (recorded in every verdict)
     # host-memory cap per candidate process; GPU-scale inputs (up to 16 GB) pass through the host
     memory_limit_gb: float | None = None  # None: 8 on a CPU, 64 on a GPU
-    # rows of the same problems judged in the other mode (compiler policy, no search): where the
-    # compiler writes the same kernels in both modes, a correct verdict there is reused here
-    reuse_rows: str | None = None
 
     def memory_limit(self, device: str) -> float:
         return self.memory_limit_gb or (64.0 if device.startswith("cuda") else 8.0)

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
-import functools
 import json
 import time
 from concurrent.futures import ThreadPoolExecutor, as_completed
@@ -85,41 +84,11 @@ def _policy(config: BenchConfig, device: str):
     return load_policy(config.policy, device)
 
 
-@functools.lru_cache(maxsize=8)
 def _compile(source: str, mode: str, target: str) -> str:
-    """The compiler's candidate; cached so that a hybrid run comparing both modes for
-    ``reused_row`` does not compile its own candidate again to judge it."""
+    """The compiler's candidate."""
     from drtriton.compiler import CompilerConfig, compile_program
 
     return compile_program(source, CompilerConfig(mode=mode, device=target))
-
-
-def reused_row(problem: Problem, config: BenchConfig, device: str, other: dict | None) -> dict | None:
-    """The other mode's row for this problem, when it still holds here: the compiler writes the
-    same kernels in both modes (only the docstring's mode differs) and that verdict was correct.
-    Only strict to hybrid: a correct strict verdict holds in hybrid mode, which allows more; the
-    reverse need not hold, and an incorrect verdict is judged again rather than trusted."""
-    if other is None or other.get("status") != "correct":
-        return None
-    if (other.get("env") or {}).get("mode") != "strict":
-        return None
-    if config.mode == "strict" or config.policy != "compiler" or config.search:
-        return None
-    target = "cuda" if device.startswith("cuda") else "cpu"
-    try:
-        ours = _compile(problem.source, config.mode, target)
-        theirs = _compile(problem.source, "strict", target)
-    except Exception:  # noqa: BLE001 - judged the ordinary way, which reports the error
-        return None
-    from drtriton.compiler import kernel_body
-
-    if kernel_body(ours) != kernel_body(theirs):
-        return None
-    source = {k: other.get("env", {}).get(k) for k in ("commit", "source_sha", "date", "device")}
-    return {k: v for k, v in other.items() if k != "env"} | {
-        "verdict_reused_from": {"mode": "strict"} | source,
-        "reason": "same kernels as the strict candidate: its correct strict verdict and timings",
-    }
 
 
 def solve_problem(
@@ -127,7 +96,6 @@ def solve_problem(
     config: BenchConfig,
     pool,
     fragment_pool=None,
-    other_mode_row: dict | None = None,
     policy=None,
 ) -> dict:
     """Produce a candidate for one problem with the configured policy and judge it.
@@ -136,9 +104,6 @@ def solve_problem(
     once for all problems); when None it is loaded here."""
     started = time.perf_counter()
     device = pool.config.resolved_device()
-    reused = reused_row(problem, config, device, other_mode_row)
-    if reused is not None:
-        return reused
     invalid = _invalid_reference(problem, device)
     filter_s = round(time.perf_counter() - started, 3)
     if invalid:
@@ -226,7 +191,6 @@ def run_bench(config: BenchConfig, out: Path, on_row=None, on_start=None) -> dic
         rows = (json.loads(line) for line in rows_path.read_text().splitlines() if line)
         done = {r["id"]: r for r in rows if _resumable(r, stamp["env"])}
     todo = [p for p in problems if p.id not in done]
-    other_mode = _reusable_rows(config.reuse_rows, stamp["env"])
     with contextlib.ExitStack() as stack:
         pool = stack.enter_context(JudgePool(judge_config)) if todo else None
         fragment_pool = None
@@ -249,9 +213,7 @@ def run_bench(config: BenchConfig, out: Path, on_row=None, on_start=None) -> dic
             def solve(problem: Problem) -> dict:
                 if on_start is not None:
                     on_start(problem.id)
-                return solve_problem(
-                    problem, config, pool, fragment_pool, other_mode.get(problem.id), policy
-                )
+                return solve_problem(problem, config, pool, fragment_pool, policy)
 
             futures = [executor.submit(solve, p) for p in todo]
             for future in as_completed(futures):
@@ -267,17 +229,6 @@ def run_bench(config: BenchConfig, out: Path, on_row=None, on_start=None) -> dic
 
 
 RESUME_KEYS = ("preset", "precision", "compile_baseline", "mode")
-
-
-def _reusable_rows(path: str | None, stamp: dict) -> dict[str, dict]:
-    """The latest row per problem id of another run's rows file, judged under these settings."""
-    if path is None:
-        return {}
-    if not Path(path).exists():
-        raise ValueError(f"--reuse-rows: no such file {path}")
-    rows = (json.loads(line) for line in Path(path).read_text().splitlines() if line)
-    same_settings = {**stamp, "mode": "strict"}  # the other run's mode, otherwise the same
-    return {r["id"]: r for r in rows if _resumable(r, same_settings)}
 
 
 def _resumable(row: dict, stamp: dict) -> bool:

@@ -1,0 +1,314 @@
+"""Benchmark plans: which suites, modes and presets one command runs, at HEAD.
+
+A plan is a TOML file (``benchmarks/plans/*.toml``)::
+
+    name = "gpu"
+    results = "benchmarks/results/plans/gpu.jsonl"   # one long-format file per plan
+    device = "auto"
+    timeout_s = 300
+
+    [[runs]]
+    suite = "real"                        # a hand-written suite folder ...
+    folder = "benchmarks/suites/real"
+    scale = "gpu"                         # gpu: published sizes; cpu: the CPU-size variants
+    modes = ["strict", "hybrid"]
+    presets = ["hardened"]
+
+    [[runs]]
+    suite = "synthetic"                   # ... or held-out synthetic programs
+    programs = "benchmarks/programs/synthetic_gpu_heldout.jsonl"
+    levels = [1, 2, 5, 20]
+    num = 10
+
+``run_plan`` judges every (run, problem, mode, preset) not yet in the results file at this
+source tree (rows are keyed by suite, problem, mode, preset, policy and the source digest, and
+carry machine, versions, commit and date), over every judge slot of the machine (each GPU's),
+appending each row as it finishes: a run cut short resumes. ``latest_complete`` picks, for the
+report, the newest commit at which every planned row exists.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor, as_completed
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import tomllib
+
+from drtriton.bench.metrics import geomean_speedup
+from drtriton.bench.problems import HELD_OUT_SEED, BenchConfig, Problem, synthetic_problems
+from drtriton.bench.records import REPO, machine_record
+
+MODES = ("strict", "hybrid")
+PRESETS = ("hardened", "kernelbench", "kernelbench-v0.1")
+_RUN_KEYS = {"suite", "folder", "scale", "programs", "levels", "num", "only", "modes", "presets",
+             "search", "policy"}
+_PLAN_KEYS = {"name", "about", "results", "device", "timeout_s", "runs"}
+
+
+class PlanError(ValueError):
+    """A plan file that cannot be run (the message names the file and the problem)."""
+
+
+@dataclass(frozen=True)
+class PlanRun:
+    """One suite of a plan, judged in each of ``modes`` under each of ``presets``."""
+
+    suite: str  # the rows' suite name
+    folder: str | None = None  # hand-written suites: the folder holding suite.json
+    scale: str = "gpu"
+    programs: str | None = None  # synthetic: a stored JSONL (else synthesized, held-out seed)
+    levels: tuple[int, ...] = (1, 2, 5, 20)
+    num: int = 10
+    only: tuple[str, ...] = ()  # problem names to keep (all when empty)
+    modes: tuple[str, ...] = ("strict",)
+    presets: tuple[str, ...] = ("hardened",)
+    search: bool = False
+    policy: str = "compiler"
+
+
+@dataclass(frozen=True)
+class Plan:
+    name: str
+    results: str
+    runs: tuple[PlanRun, ...]
+    device: str = "auto"
+    timeout_s: float = 300.0
+    about: str = ""
+    path: str = ""
+
+    def results_path(self) -> Path:
+        path = Path(self.results)
+        return path if path.is_absolute() else REPO / path
+
+
+def _check_keys(where: str, table: dict, allowed: set[str]) -> None:
+    unknown = sorted(set(table) - allowed)
+    if unknown:
+        raise PlanError(f"{where}: unknown key {unknown[0]!r} (allowed: {', '.join(sorted(allowed))})")
+
+
+def _plan_run(where: str, table: dict) -> PlanRun:
+    _check_keys(where, table, _RUN_KEYS)
+    if "suite" not in table:
+        raise PlanError(f"{where}: needs suite")
+    tuples = {k: tuple(v) for k, v in table.items() if k in ("levels", "only", "modes", "presets")}
+    run = PlanRun(**{**table, **tuples})
+    if not run.folder and not run.programs and run.suite != "synthetic":
+        raise PlanError(f"{where}: suite {run.suite!r} needs a folder (hand-written programs) "
+                        "or programs (synthetic JSONL)")
+    if run.scale not in ("gpu", "cpu"):
+        raise PlanError(f"{where}: scale must be gpu or cpu, got {run.scale!r}")
+    for mode in run.modes:
+        if mode not in MODES:
+            raise PlanError(f"{where}: mode must be one of {', '.join(MODES)}, got {mode!r}")
+    for preset in run.presets:
+        if preset not in PRESETS:
+            raise PlanError(f"{where}: preset must be one of {', '.join(PRESETS)}, got {preset!r}")
+    return run
+
+
+def load_plan(path: str | Path) -> Plan:
+    """Read and check a plan; raises ``PlanError`` with a one-line message."""
+    path = Path(path)
+    try:
+        data = tomllib.loads(path.read_text())
+    except OSError as exc:
+        raise PlanError(f"cannot read plan {path}: {exc.strerror or exc}") from exc
+    except tomllib.TOMLDecodeError as exc:
+        raise PlanError(f"{path}: not valid TOML: {exc}") from exc
+    _check_keys(str(path), data, _PLAN_KEYS)
+    for key in ("name", "results", "runs"):
+        if key not in data:
+            raise PlanError(f"{path}: needs {key}")
+    runs = tuple(_plan_run(f"{path} runs[{i}]", t) for i, t in enumerate(data["runs"]))
+    if not runs:
+        raise PlanError(f"{path}: no runs")
+    fields = {k: v for k, v in data.items() if k != "runs"}
+    return Plan(**fields, runs=runs, path=str(path))
+
+
+# ---- problems ------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class PlanProblem:
+    suite: str
+    problem: Problem
+    family: str = ""
+    cost: dict = field(default_factory=dict)  # flops, min_bytes (published size)
+
+
+def _folder(run: PlanRun) -> Path:
+    folder = Path(run.folder or "")
+    return folder if folder.is_absolute() else REPO / folder
+
+
+def plan_problems(run: PlanRun) -> list[PlanProblem]:
+    """The problems of one run, in suite order (restricted to ``only`` when given)."""
+    from drtriton.bench.suites import load_suite, program_cost, program_source
+
+    if not run.folder:  # synthetic: stored or synthesized under the held-out seed
+        config = BenchConfig(levels=run.levels, num=run.num, scale=run.scale, seed=HELD_OUT_SEED,
+                             programs=str(REPO / run.programs) if run.programs else None)
+        found = [PlanProblem(run.suite, p, f"level{p.level}") for p in synthetic_problems(config)]
+    else:
+        folder = _folder(run)
+        found = []
+        for program in load_suite(folder):
+            source = program_source(folder, program, run.scale)
+            cost = program_cost(program_source(folder, program, "gpu"))
+            found.append(PlanProblem(run.suite, Problem(program.name, 0, source), program.family,
+                                     cost))
+    if run.only:
+        missing = sorted(set(run.only) - {p.problem.id for p in found})
+        if missing:
+            raise PlanError(f"suite {run.suite}: no problem {missing[0]!r}")
+        found = [p for p in found if p.problem.id in run.only]
+    return found
+
+
+# ---- running -------------------------------------------------------------------------------
+def row_key(row: dict) -> tuple:
+    return (row["suite"], row["problem"], row["mode"], row["preset"], row["policy"],
+            bool(row.get("search")), row.get("scale", "gpu"))
+
+
+def _key(run: PlanRun, item: PlanProblem, mode: str, preset: str) -> tuple:
+    return (item.suite, item.problem.id, mode, preset, run.policy, run.search, run.scale)
+
+
+def read_rows(path: Path) -> list[dict]:
+    if not path.exists():
+        return []
+    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+
+
+def _stamp() -> dict:
+    machine = machine_record()
+    return {"commit": machine["git_commit"], "source_sha": machine["source_sha"],
+            "device": machine["gpu"] or machine["host_cpu"], "torch": machine["torch"],
+            "triton": machine["triton"], "date": machine["date"]}
+
+
+def _plan_row(item: PlanProblem, run: PlanRun, mode: str, preset: str, solved: dict,
+              stamp: dict) -> dict:
+    keep = ("status", "reason", "runtime_ms", "eager_ms", "compile_ms", "speedup_eager",
+            "speedup_compile", "suspicious", "chosen", "wall_s")
+    row = {"suite": item.suite, "problem": item.problem.id, "family": item.family,
+           "level": item.problem.level, "mode": mode, "preset": preset, "policy": run.policy,
+           "search": run.search, "scale": run.scale, **{k: solved.get(k) for k in keep},
+           **item.cost, **stamp}
+    row["phase_s"] = {k.removeprefix("judge_").removesuffix("_s"): v for k, v in solved.items()
+                      if k.startswith("judge_")}
+    return row
+
+
+def run_plan(plan: Plan, on_row: Callable[[dict, int], None] | None = None,
+             unsafe_no_sandbox: bool = False) -> list[dict]:
+    """Judge every planned row not yet in the results file at this source tree; return all
+    rows of this tree (new and resumed)."""
+    from drtriton.judge import JudgeConfig
+
+    path = plan.results_path()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    stamp = _stamp()
+    done = {row_key(r): r for r in read_rows(path) if r.get("source_sha") == stamp["source_sha"]}
+    work = [(run, item, mode, preset) for run in plan.runs for item in plan_problems(run)
+            for mode in run.modes for preset in run.presets]
+    total = len(work)
+    rows = [done[_key(*w)] for w in work if _key(*w) in done]
+    for row in rows:
+        if on_row is not None:
+            on_row(row, total)
+    todo = [w for w in work if _key(*w) not in done]
+    with path.open("a") as results:
+        # One pool per judge setting: its reference runs are shared by its rows, and baselines
+        # are cached on disk across settings.
+        for mode, preset in sorted({(w[2], w[3]) for w in todo}):
+            judge = JudgeConfig(mode=mode, preset=preset, device=plan.device,
+                                timeout_s=plan.timeout_s, unsafe_no_sandbox=unsafe_no_sandbox)
+            batch = [w for w in todo if (w[2], w[3]) == (mode, preset)]
+            for row in _judge_batch(plan, judge, batch, stamp):
+                results.write(json.dumps(row) + "\n")
+                results.flush()  # a killed run keeps every finished row
+                rows.append(row)
+                if on_row is not None:
+                    on_row(row, total)
+    return rows
+
+
+def _judge_batch(plan: Plan, judge, batch: list, stamp: dict):
+    """Rows of ``batch`` as they finish, every judge slot busy (each GPU's sandboxes)."""
+    import contextlib
+
+    from drtriton.bench.run import solve_problem
+    from drtriton.judge import JudgePool
+
+    with contextlib.ExitStack() as stack:
+        pool = stack.enter_context(JudgePool(judge))
+        fragment_pool = None
+        if any(run.search for run, *_ in batch):
+            from drtriton.search import fragment_judge_config
+
+            fragment_pool = stack.enter_context(JudgePool(fragment_judge_config(judge)))
+        executor = stack.enter_context(ThreadPoolExecutor(pool.size))
+
+        def solve(job) -> dict:
+            run, item, mode, preset = job
+            config = BenchConfig(policy=run.policy, mode=mode, preset=preset, search=run.search,
+                                 device=plan.device, timeout_s=plan.timeout_s,
+                                 unsafe_no_sandbox=judge.unsafe_no_sandbox)
+            started = time.perf_counter()
+            solved = solve_problem(item.problem, config, pool, fragment_pool)
+            solved.setdefault("wall_s", round(time.perf_counter() - started, 3))
+            return _plan_row(item, run, mode, preset, solved, stamp)
+
+        for future in as_completed([executor.submit(solve, job) for job in batch]):
+            yield future.result()
+
+
+# ---- reporting -----------------------------------------------------------------------------
+def planned_keys(plan: Plan) -> set[tuple]:
+    """Every row key the plan asks for (problems listed without judging anything)."""
+    return {_key(run, item, mode, preset) for run in plan.runs for item in plan_problems(run)
+            for mode in run.modes for preset in run.presets}
+
+
+def latest_complete(rows: list[dict], keys: set[tuple]) -> list[dict]:
+    """The rows of the newest source tree at which every planned key was judged ([] if none)."""
+    by_tree: dict[str, dict[tuple, dict]] = {}
+    order: dict[str, str] = {}
+    for row in rows:
+        tree = row.get("source_sha", "")
+        by_tree.setdefault(tree, {})[row_key(row)] = row
+        order[tree] = max(order.get(tree, ""), row.get("date", ""))
+    for tree in sorted(by_tree, key=lambda t: order[t], reverse=True):
+        if keys <= set(by_tree[tree]):
+            return [by_tree[tree][k] for k in sorted(keys)]
+    return []
+
+
+def summary(rows: list[dict]) -> list[dict]:
+    """Per (suite, mode, preset): problems, correct, fraction faster than eager and than
+    torch.compile (of all problems), geometric means over the correct ones."""
+    groups: dict[tuple, list[dict]] = {}
+    for row in rows:
+        groups.setdefault((row["suite"], row["mode"], row["preset"]), []).append(row)
+    out = []
+    for (suite, mode, preset), group in sorted(groups.items()):
+        n = len(group)
+        correct = [r for r in group if r["status"] == "correct"]
+
+        def faster(key: str, correct=correct, n=n) -> float | None:
+            if any(r.get(key) is None for r in correct):
+                return None  # untimed (CPU)
+            return sum(r[key] > 1.0 for r in correct) / n
+
+        out.append({"suite": suite, "mode": mode, "preset": preset, "problems": n,
+                    "correct": len(correct), "faster_than_eager": faster("speedup_eager"),
+                    "faster_than_compile": faster("speedup_compile"),
+                    "geomean_eager": geomean_speedup(group, "speedup_eager"),
+                    "geomean_compile": geomean_speedup(group, "speedup_compile")})
+    return out

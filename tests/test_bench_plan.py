@@ -1,0 +1,106 @@
+"""Benchmark plans (``drtriton bench --plan``) and the real-model suite."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from pathlib import Path
+
+import pytest
+
+from drtriton.bench.plan import (
+    PlanError,
+    latest_complete,
+    load_plan,
+    planned_keys,
+    read_rows,
+    run_plan,
+    summary,
+)
+from drtriton.bench.suites import check_program, load_suite, program_cost, sized_source
+
+REPO = Path(__file__).resolve().parents[1]
+REAL = REPO / "benchmarks" / "suites" / "real"
+
+
+def _plan(tmp_path: Path, body: str) -> Path:
+    path = tmp_path / "plan.toml"
+    path.write_text(f'name = "t"\nresults = "{tmp_path / "rows.jsonl"}"\n' + body)
+    return path
+
+
+@pytest.mark.parametrize("body, message", [
+    ('[[runs]]\nsuite = "real"\nfolder = "x"\nmodes = ["fast"]\n', "mode must be one of"),
+    ('[[runs]]\nsuite = "real"\nfolder = "x"\ncolour = 1\n', "unknown key 'colour'"),
+    ('[[runs]]\nsuite = "real"\n', "needs a folder"),
+    ('[[runs]]\nsuite = "real"\nfolder = "x"\nscale = "huge"\n', "scale must be gpu or cpu"),
+    ('runs = []\n', "no runs"),
+    ('[[runs\n', "not valid TOML"),
+])
+def test_bad_plans_are_refused_in_one_line(tmp_path, body, message):
+    with pytest.raises(PlanError, match=message) as info:
+        load_plan(_plan(tmp_path, body))
+    assert "\n" not in str(info.value)
+
+
+def test_the_shipped_plans_load():
+    for name in ("gpu", "cpu"):
+        plan = load_plan(REPO / "benchmarks" / "plans" / f"{name}.toml")
+        assert planned_keys(plan)
+
+
+def test_sized_source_replaces_top_level_constants_only():
+    source = "A, B = 64, 128\nC = 3\n\ndef f():\n    A = 7\n    return A\n"
+    out = sized_source(source, {"A": 2, "C": 1})
+    assert out.splitlines()[:2] == ["A, B = 2, 128", "C = 1"] and "    A = 7" in out
+    with pytest.raises(ValueError, match="D"):
+        sized_source(source, {"D": 1})
+
+
+def test_program_cost_counts_matmul_flops_on_meta():
+    source = (REAL / "gpt2_mlp_up.py").read_text()
+    cost = program_cost(source)
+    assert cost["flops"] == 2 * 32 * 1024 * 768 * 3072
+    assert cost["output_bytes"] == 32 * 1024 * 3072 * 4
+
+
+def test_every_real_program_runs_at_cpu_size_and_costs_at_its_published_size():
+    programs = load_suite(REAL)
+    assert len(programs) >= 60
+    assert len({p.family for p in programs}) >= 10
+    failures = [row for row in (check_program(REAL, p) for p in programs) if "error" in row]
+    assert failures == []
+
+
+def test_plan_runs_resumes_and_reports(tmp_path):
+    plan = load_plan(_plan(tmp_path, f'device = "cpu"\n[[runs]]\nsuite = "real"\nfolder = "{REAL}"\n'
+                                      'scale = "cpu"\nonly = ["gpt2_mlp_up", "bert_ffn_residual_layernorm"]\n'))
+    rows = run_plan(plan)
+    assert sorted((r["problem"], r["status"]) for r in rows) == [
+        ("bert_ffn_residual_layernorm", "correct"), ("gpt2_mlp_up", "correct")]
+    assert all(r["commit"] and r["source_sha"] and r["flops"] > 0 for r in rows)
+    lines = (tmp_path / "rows.jsonl").read_text().splitlines()
+    assert len(run_plan(plan)) == 2 and (tmp_path / "rows.jsonl").read_text().splitlines() == lines
+    complete = latest_complete(read_rows(plan.results_path()), planned_keys(plan))
+    assert [s["correct"] for s in summary(complete)] == [2]
+
+
+def test_latest_complete_skips_a_newer_partial_run():
+    def row(problem, sha, date):
+        return {"suite": "s", "problem": problem, "mode": "strict", "preset": "hardened",
+                "policy": "compiler", "search": False, "scale": "gpu", "source_sha": sha,
+                "date": date, "status": "correct"}
+    keys = {("s", p, "strict", "hardened", "compiler", False, "gpu") for p in ("a", "b")}
+    rows = [row("a", "old", "1"), row("b", "old", "1"), row("a", "new", "2")]
+    assert {r["source_sha"] for r in latest_complete(rows, keys)} == {"old"}
+    assert latest_complete(rows[2:], keys) == []
+
+
+@pytest.mark.slow
+def test_the_cpu_plan_judges_every_program(tmp_path):
+    plan = load_plan(REPO / "benchmarks" / "plans" / "cpu.toml")
+    plan = dataclasses.replace(plan, results=str(tmp_path / "cpu.jsonl"))
+    rows = run_plan(plan)
+    assert {(r["suite"], r["problem"]) for r in rows} == {k[:2] for k in planned_keys(plan)}
+    assert all(r["status"] for r in rows)
+    print(json.dumps(summary(rows)))
