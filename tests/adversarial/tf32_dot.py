@@ -1,9 +1,10 @@
 """TF32 tensor-core dot on fp32 inputs under an fp32 preset (a precision-only speedup).
 
 The interpreter has no TF32, so on the CPU the values are fp32 and the case passes; on CUDA the
-compiled kernel's PTX shows .tf32 MMAs and the hardened preset rejects it."""
+outputs carry TF32's error, far above the fp32 reference's against the float64 oracle, and
+precision parity fails them."""
 
-EXPECTED = {"cpu": "correct", "cuda": "rejected"}
+EXPECTED = {"cpu": "correct", "cuda": "incorrect"}
 
 import torch
 import torch.nn as nn

@@ -41,9 +41,8 @@ import tomllib
 from drtriton.bench.metrics import geomean_speedup
 from drtriton.bench.problems import HELD_OUT_SEED, BenchConfig, Problem, synthetic_problems
 from drtriton.bench.records import REPO, machine_record
+from drtriton.judge.config import MODES, PRESETS
 
-MODES = ("strict", "hybrid")
-PRESETS = ("hardened", "kernelbench", "kernelbench-v0.1")
 _RUN_KEYS = {"suite", "folder", "scale", "programs", "levels", "num", "only", "modes", "presets",
              "search", "policy"}
 _PLAN_KEYS = {"name", "about", "results", "device", "timeout_s", "runs"}

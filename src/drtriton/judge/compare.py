@@ -1,8 +1,13 @@
 """Compare a candidate's outputs with the reference's: what "correct" means, to the element.
 
 Shapes and dtypes must match exactly, integer and bool outputs exactly, float outputs within the
-preset's ``|a - e| <= atol + rtol * |e|`` with the NaN/Inf pattern identical. The arithmetic runs
-in float64, in chunks, on the judge's device (``tests/test_judge.py`` covers the rules).
+preset's ``|a - e| <= atol + rtol * |e|`` with the NaN/Inf pattern identical, and, where the
+reference's child also ran the program in float64 (the oracle), within precision parity: the
+candidate's relative RMS error against the oracle at most ``PARITY_FACTOR`` times the fp32
+reference's own plus ``PARITY_FLOOR``. The oracle travels as the residual ``oracle - reference``
+in the output's dtype, so the candidate's error is ``(a - e) - residual``. The arithmetic runs in
+float64, in chunks, on the judge's device (``tests/test_judge.py`` and
+``tests/test_judge_precision.py`` cover the rules).
 """
 
 from __future__ import annotations
@@ -11,7 +16,7 @@ from dataclasses import dataclass
 
 import torch
 
-from drtriton.judge.config import JudgeConfig
+from drtriton.judge.config import PARITY_FACTOR, PARITY_FLOOR, JudgeConfig
 
 
 @dataclass(frozen=True)
@@ -20,10 +25,13 @@ class Comparison:
     reason: str
     max_abs_err: float
     max_rel_err: float
+    oracle_err: float | None = None  # the candidate's worst relative RMS error vs the oracle
+    reference_oracle_err: float | None = None  # the reference's own, on that output
 
 
 def compare_outputs(
-    expected: tuple[torch.Tensor, ...], actual: list, config: JudgeConfig, device: str = "cpu"
+    expected: tuple[torch.Tensor, ...], actual: list, config: JudgeConfig, device: str = "cpu",
+    residuals: tuple[torch.Tensor | None, ...] | None = None,
 ) -> Comparison:
     """Shapes, dtypes, the NaN/Inf pattern, then ``|a - e| <= atol + rtol * |e|`` elementwise.
 
@@ -34,24 +42,57 @@ def compare_outputs(
     if len(actual) != len(expected):
         return Comparison(False, f"{len(actual)} outputs, expected {len(expected)}", 0.0, 0.0)
     max_abs = max_rel = 0.0
+    worst: tuple[float | None, float | None] = (None, None)
     for i, (e, a) in enumerate(zip(expected, actual, strict=True)):
         if type(a) is not torch.Tensor:
-            return Comparison(False, f"output {i} is {type(a).__name__}", max_abs, max_rel)
+            return Comparison(False, f"output {i} is {type(a).__name__}", max_abs, max_rel, *worst)
         if a.shape != e.shape or a.dtype != e.dtype:
             why = f"output {i}: {a.dtype}{list(a.shape)}, expected {e.dtype}{list(e.shape)}"
-            return Comparison(False, why, max_abs, max_rel)
+            return Comparison(False, why, max_abs, max_rel, *worst)
         atol, rtol = config.tolerance(e.dtype)
         if not e.is_floating_point():
             if not torch.equal(a, e):
                 return Comparison(
-                    False, f"output {i}: values differ (exact dtype)", max_abs, max_rel
+                    False, f"output {i}: values differ (exact dtype)", max_abs, max_rel, *worst
                 )
             continue
         why, chunk_abs, chunk_rel = _compare_float(e, a, atol, rtol, device)
         max_abs, max_rel = max(max_abs, chunk_abs), max(max_rel, chunk_rel)
         if why:
-            return Comparison(False, f"output {i}: {why}", max_abs, max_rel)
-    return Comparison(True, "", max_abs, max_rel)
+            return Comparison(False, f"output {i}: {why}", max_abs, max_rel, *worst)
+        residual = residuals[i] if residuals is not None and i < len(residuals) else None
+        if config.precision_parity and residual is not None and residual.shape == e.shape:
+            cand, ref = oracle_errors(e, a, residual, device)
+            if worst[0] is None or cand > worst[0]:
+                worst = (cand, ref)
+            if cand > PARITY_FACTOR * ref + PARITY_FLOOR:
+                why = (f"output {i}: precision: relative error {cand:.3g} against a float64 "
+                       f"oracle, above {PARITY_FACTOR:g} x the reference's {ref:.3g} + "
+                       f"{PARITY_FLOOR:g}")
+                return Comparison(False, why, max_abs, max_rel, cand, ref)
+    return Comparison(True, "", max_abs, max_rel, *worst)
+
+
+def oracle_errors(e: torch.Tensor, a: torch.Tensor, residual: torch.Tensor, device: str
+                  ) -> tuple[float, float]:
+    """(candidate, reference) relative RMS errors against the oracle ``e + residual``, over the
+    positions where both the reference and the oracle are finite (the NaN/Inf pattern is
+    checked before)."""
+    ef, af, rf = e.reshape(-1), a.reshape(-1), residual.reshape(-1)
+    step = COMPARE_CHUNK if device == "cpu" else CUDA_COMPARE_CHUNK
+    cand = ref = norm = 0.0
+    for start in range(0, ef.numel(), step):
+        ec = ef[start : start + step].to(device).double()
+        ac = af[start : start + step].to(device).double()
+        rc = rf[start : start + step].to(device).double()
+        oracle = ec + rc
+        keep = oracle.isfinite() & ac.isfinite()
+        cand += float(torch.where(keep, ac - oracle, 0.0).square().sum())
+        ref += float(torch.where(keep, rc, 0.0).square().sum())
+        norm += float(torch.where(keep, oracle, 0.0).square().sum())
+    if norm == 0.0:
+        return (0.0 if cand == 0.0 else float("inf")), 0.0
+    return (cand / norm) ** 0.5, (ref / norm) ** 0.5
 
 
 COMPARE_CHUNK = 1 << 22  # elements per step: fp64 temporaries stay ~32 MB whatever the output

@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 
 import torch
 
-PRESETS = ("kernelbench-v0.1", "kernelbench", "hardened")
+PRESETS = ("kernelbench-v0.1", "kernelbench", "hardened", "tf32")
 MODES = ("strict", "hybrid")
 
 # Tolerance table: preset -> dtype name -> (atol, rtol). Low-precision dtypes keep KernelBench's
@@ -24,13 +24,27 @@ TOLERANCES: dict[str, dict[str, tuple[float, float]]] = {
     },
     "kernelbench": {"float32": (1e-4, 1e-4), "float16": (1e-2, 1e-2), "bfloat16": (1e-2, 1e-2)},
     "hardened": {"float32": (1e-2, 1e-2), "float16": (1e-2, 1e-2), "bfloat16": (1e-2, 1e-2)},
+    "tf32": {"float32": (1e-2, 1e-2), "float16": (1e-2, 1e-2), "bfloat16": (1e-2, 1e-2)},
 }
 # Integer / bool outputs must match exactly; float64 uses the tightest preset value.
 EXACT_DTYPES = ("int8", "int16", "int32", "int64", "uint8", "bool")
 
-# Whether each preset allows TF32 tensor-core dots on fp32 inputs. Where it does not, compiled
-# kernels that use TF32 are rejected on CUDA; where it does, the baselines also run with TF32.
-PRESET_ALLOWS_TF32 = {"kernelbench-v0.1": True, "kernelbench": False, "hardened": False}
+# Whether each preset runs PyTorch with TF32 (the reference, and the eager and torch.compile
+# baselines): ``tf32`` is for users who run PyTorch at speed. Candidates are held to the
+# reference's own precision by the parity rule below, whatever instructions they use.
+PRESET_ALLOWS_TF32 = {"kernelbench-v0.1": True, "kernelbench": False, "hardened": False,
+                      "tf32": True}
+
+# Precision parity: per float output, the candidate's relative RMS error against a float64
+# oracle (the reference run in float64 on the same inputs and weights) may be at most
+# PARITY_FACTOR times the reference's own error plus PARITY_FLOOR (for outputs the reference
+# gets exactly). Measured on K=64..4096 matrix products (tests/test_judge_precision.py,
+# docs/LOG.md): split-K and blocked reorderings 0.5-1.0x the reference's error, an emulated
+# 3xTF32 split 0.9-1.4x; inputs rounded to TF32 500-2000x, to bf16 4000-16000x, outputs to
+# fp16 600-1500x; fp32 re-associations of elementwise ops about 4e-8 where the reference is
+# exact.
+PARITY_FACTOR = 8.0
+PARITY_FLOOR = 1e-6
 
 # Vendor-library ops a hybrid candidate may call from forward (aten overload-packet names).
 DEFAULT_HYBRID_ALLOW = (
@@ -85,6 +99,7 @@ class JudgeConfig:
     # holds the host copies of GPU-scale outputs). None: 8 GiB on the CPU, 64 GiB on CUDA.
     memory_limit_gb: float | None = None
     tf32: bool | None = None  # None: the preset's rule (PRESET_ALLOWS_TF32)
+    precision_parity: bool = True  # hold float outputs to the reference's float64-oracle error
     output_cap_bytes: int = 64 * 1024
     # Timing (CUDA only): calls by time, as do_bench does, L2 flushed before each.
     warmup_s: float = 0.1  # untimed calls for about this long (at least 2)

@@ -60,6 +60,9 @@ class Reference:
     input_seeds: list[int]
     fingerprints: list[list]
     outputs: list[tuple[torch.Tensor, ...]]
+    # per trial, per output: oracle - output (float64 run) or None; [] when there is no oracle
+    residuals: list[tuple[torch.Tensor | None, ...]] = field(default_factory=list)
+    oracle_note: str = ""  # why there is no oracle, when there is none
 
 
 class GpuLock:
@@ -208,7 +211,10 @@ def run_reference(
         if trials is None or len(trials) != len(seeds):
             raise InvalidReferenceError("reference: its outputs could not be read back")
         outputs = [tuple(t.to(slot.judge_device) for t in trial) for trial in trials]
-    return Reference(source, model_seed, list(seeds), report["input_fingerprints"], outputs)
+        residuals = _load_outputs(blob, report, "oracle_residuals") or []
+    note = "" if residuals else str(report.get("oracle_error") or "no float64 oracle")
+    return Reference(source, model_seed, list(seeds), report["input_fingerprints"], outputs,
+                     residuals if len(residuals) == len(seeds) else [], note)
 
 
 def run_call(
@@ -253,7 +259,7 @@ def _job_spec(kind: str, config: JudgeConfig, slot: Slot, ref: Reference | None 
         "outputs_nonce": secrets.token_hex(16),
         "device": slot.child_device,
         "allow_tf32": config.allows_tf32,
-        "check_tf32": not config.allows_tf32 and slot.child_device != "cpu",
+        "oracle": config.precision_parity,
         "hybrid_allow": list(config.hybrid_allow) if config.mode == "hybrid" else [],
         **_timing_settings(config),
         "cpu_threads": 1,
@@ -325,15 +331,17 @@ def _outputs(job_dir: Path, slot: Slot) -> Iterator[OutputChannel]:
         channel.close()
 
 
-def _load_outputs(blob: torch.Tensor | None, report: dict) -> list[tuple[torch.Tensor, ...]] | None:
-    """The trials' outputs as views of ``blob`` (the bytes the child sent, in the judge's own
-    memory: nothing left running can change them), laid out as the report says."""
-    if blob is None:
+def _load_outputs(blob: torch.Tensor | None, report: dict, key: str = "trial_outputs"
+                  ) -> list[tuple[torch.Tensor, ...]] | None:
+    """The trials' outputs (``report[key]``: indices per trial, None for an absent one) as views
+    of ``blob`` (the bytes the child sent, in the judge's own memory: nothing left running can
+    change them), laid out as the report says."""
+    if blob is None or key not in report:
         return None
     try:
-        specs, trials = report["outputs"], report["trial_outputs"]
+        specs, trials = report["outputs"], report[key]
         tensors = [_tensor_from(blob, *spec) for spec in specs]
-        return [tuple(tensors[i] for i in trial) for trial in trials]
+        return [tuple(None if i is None else tensors[i] for i in trial) for trial in trials]
     except (KeyError, TypeError, ValueError, IndexError, RuntimeError):
         return None
 
@@ -371,9 +379,6 @@ def _strictness_problem(report: dict, config: JudgeConfig, trials: int | None) -
     escapes = report.get("host_escapes") or {}
     if escapes:
         return "host computation escape in forward: " + ", ".join(f"Tensor.{k}" for k in escapes)
-    if report.get("tf32_kernels"):
-        names = ", ".join(report["tf32_kernels"])
-        return f"kernel uses TF32 tensor cores but preset {config.preset} requires fp32: {names}"
     return None
 
 
@@ -492,15 +497,13 @@ def _judge_in(work: Path, ref: Reference, candidate: str, run: _Run) -> Verdict:
         return run.verdict(
             "incorrect",
             f"trial {failed}: {worst.reason}",
-            max_abs_err=worst.max_abs_err,
-            max_rel_err=worst.max_rel_err,
             stdout_tail=tail,
             triton_launches=launches,
             trials=failed + 1,
+            **_errors(worst, ref, run.config),
         )
     common = dict(
-        max_abs_err=worst.max_abs_err,
-        max_rel_err=worst.max_rel_err,
+        **_errors(worst, ref, run.config),
         stdout_tail=tail,
         triton_launches=launches,
         trials=len(ref.input_seeds),
@@ -509,6 +512,14 @@ def _judge_in(work: Path, ref: Reference, candidate: str, run: _Run) -> Verdict:
         return run.verdict("correct", "timing unavailable on CPU (Triton interpreter)", **common)
     del trials  # the trial outputs can be GBs: free them before the timing runs
     return _time_on_cuda(work, ref, candidate, run, common, cache)
+
+
+def _errors(cmp: Comparison, ref: Reference, config: JudgeConfig) -> dict:
+    """A verdict's error fields: tolerance errors, errors against the float64 oracle."""
+    note = "" if ref.residuals or not config.precision_parity else ref.oracle_note
+    return dict(max_abs_err=cmp.max_abs_err, max_rel_err=cmp.max_rel_err,
+                oracle_err=cmp.oracle_err, reference_oracle_err=cmp.reference_oracle_err,
+                oracle_note=note)
 
 
 _CHILD_STATUSES = ("incorrect", "rejected", "compile_error", "runtime_error", "timeout", "crashed")
@@ -543,14 +554,17 @@ def _compare_trials(
     run: _Run, ref: Reference, trials: list | None
 ) -> tuple[Comparison | None, int | None]:
     """(the worst comparison so far, the first trial out of tolerance or None); (None, None)
-    when the outputs are missing."""
+    when the outputs are missing. Errors against the float64 oracle are the worst seen."""
     if trials is None or len(trials) != len(ref.outputs):
         return None, None
     worst = Comparison(True, "", 0.0, 0.0)
     for k, (expected, actual) in enumerate(zip(ref.outputs, trials, strict=True)):
-        cmp = compare_outputs(expected, list(actual), run.config, run.slot.judge_device)
+        residuals = ref.residuals[k] if ref.residuals else None
+        cmp = compare_outputs(expected, list(actual), run.config, run.slot.judge_device, residuals)
+        oracle = max(((c.oracle_err, c.reference_oracle_err) for c in (worst, cmp)
+                      if c.oracle_err is not None), default=(None, None))
         worst = Comparison(cmp.ok, cmp.reason, max(worst.max_abs_err, cmp.max_abs_err),
-                           max(worst.max_rel_err, cmp.max_rel_err))
+                           max(worst.max_rel_err, cmp.max_rel_err), *oracle)
         if not cmp.ok:
             return worst, k
     return worst, None

@@ -47,19 +47,16 @@ HOST_ESCAPES = frozenset({"numpy", "tolist", "item", "__array__"})
 class Monitor:
     """Counts launches and forbidden ops while ``watch()`` is active. One per candidate process."""
 
-    def __init__(self, hybrid_allow: tuple[str, ...] = (), check_tf32: bool = False) -> None:
+    def __init__(self, hybrid_allow: tuple[str, ...] = ()) -> None:
         self.hybrid_allow = frozenset(hybrid_allow)
-        self.check_tf32 = check_tf32
         self.active = False
         self.exiting = False
         self.in_launch = 0
         self.launches = 0
         self.forbidden: Counter[str] = Counter()
         self.host_escapes: Counter[str] = Counter()
-        self.tf32_kernels: set[str] = set()
         self.tampered: list[str] = []
         self._wrappers: dict[type, object] = {}
-        self._tf32_seen: dict[int, bool] = {}
 
     # ---- launch hooks -------------------------------------------------------------------
     def install(self) -> None:
@@ -105,22 +102,10 @@ class Monitor:
             finally:
                 monitor.in_launch -= 1
             monitor.launches += 1
-            if monitor.check_tf32:
-                monitor._note_tf32(fn_self, kernel)
             return kernel
 
         run._drtriton_monitor = True  # lets hooks_intact() recognise its own wrapper
         return run
-
-    def _note_tf32(self, fn_self, kernel) -> None:
-        # Compiled kernels carry their PTX; TF32 tensor-core MMAs name the .tf32 type there.
-        key = id(kernel)
-        if key not in self._tf32_seen:
-            asm = getattr(kernel, "asm", None) or {}
-            ptx = asm.get("ptx", "") if isinstance(asm, dict) else ""
-            self._tf32_seen[key] = ".tf32" in ptx
-        if self._tf32_seen[key]:
-            self.tf32_kernels.add(getattr(fn_self, "__name__", "kernel"))
 
     def hooks_intact(self) -> bool:
         return all(getattr(cls, "run", None) is w for cls, w in self._wrappers.items())
@@ -161,7 +146,6 @@ class Monitor:
             "launches": self.launches,
             "forbidden_ops": dict(self.forbidden),
             "host_escapes": dict(self.host_escapes),
-            "tf32_kernels": sorted(self.tf32_kernels),
             "tampered": list(self.tampered),
         }
 

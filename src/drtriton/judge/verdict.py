@@ -26,6 +26,10 @@ class Verdict:
     reason: str = ""
     max_abs_err: float | None = None
     max_rel_err: float | None = None
+    # precision parity: relative RMS errors against the float64 oracle (worst output and trial)
+    oracle_err: float | None = None  # the candidate's
+    reference_oracle_err: float | None = None  # the fp32 reference's own, on that output
+    oracle_note: str = ""  # why parity was not checked, when it was not
     runtime_ms: float | None = None
     runtime_p20_ms: float | None = None
     runtime_p80_ms: float | None = None

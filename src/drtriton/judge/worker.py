@@ -520,12 +520,11 @@ def _run_time_report(monitor: Monitor, record: _OpRecord, blocked: Callable[[], 
             "tampered": list(monitor.tampered) + record.problems + blocked()}
 
 
-def _sealed_model(job: dict, report: dict, out: _Results, init: list, device,
-                  check_tf32: bool):
+def _sealed_model(job: dict, report: dict, out: _Results, init: list, device):
     """Install the Python monitor and the seal, then import the candidate and build ModelNew:
     (monitor, op record, the audit hook's findings, model)."""
     _phase(report, "seal")
-    monitor = Monitor(tuple(job["hybrid_allow"]), check_tf32=check_tf32)
+    monitor = Monitor(tuple(job["hybrid_allow"]))
     monitor.install()  # before the candidate exists
     record, blocked = _seal(job, out)
     _phase(report, "candidate import")
@@ -570,26 +569,65 @@ def _run_call(job: dict, report: dict) -> None:
 
 # ---- reference -------------------------------------------------------------------------
 def _run_reference(job: dict, report: dict, out: _Results) -> None:
-    """The reference alone, on the judge's seeds: its outputs and its inputs' fingerprints."""
+    """The reference alone, on the judge's seeds: its outputs and its inputs' fingerprints, and
+    (``job["oracle"]``) the residuals of a float64 run on the same inputs and weights."""
     device = _setup(job)
     _phase(report, "reference import")
     reference = _load_source("reference.py", "reference", "reference import")
     init = _init_args(reference, job, report)
     model = _build(reference, "Model", init, job, device, report)
-    prints, trials = [], []
+    prints, trials, oracles = [], [], []
+    oracle = bool(job.get("oracle"))
     _set_grad(False)
     for k, seed in enumerate(job["input_seeds"]):
         _phase(report, f"reference get_inputs (trial {k})")
         xs = make_inputs(reference, seed, device)
         prints.append(fingerprint(xs))
+        exact = None
+        if oracle:
+            _phase(report, f"reference float64 oracle (trial {k})")
+            exact = _float64_outputs(model, xs, report)
+            oracle = exact is not None
         _phase(report, f"reference forward (trial {k})")
         try:
             items = as_output_tuple(model(*xs))
         except ProgramError as exc:
             raise _Failure("invalid_reference", str(exc)) from exc
         trials.append(out.add_outputs(list(items)))
-        del xs, items
+        if exact is not None:
+            oracles.append(_residual_outputs(items, exact, out))
+        del xs, items, exact
     report.update(input_fingerprints=prints, trial_outputs=trials)
+    if oracle:
+        report["oracle_residuals"] = oracles
+
+
+def _float64_outputs(model, xs: list, report: dict) -> tuple | None:
+    """The program in float64 (a copy of the model, float inputs widened), before the fp32 run
+    changes any state (batch-norm statistics); None, with the reason noted, where it cannot run
+    so (an op without a float64 kernel)."""
+    import copy
+
+    try:
+        wide = copy.deepcopy(model).double()
+        args = [x.double() if _isinstance(x, _Tensor) and x.is_floating_point() else x for x in xs]
+        return as_output_tuple(wide(*args))
+    except Exception as exc:  # noqa: BLE001 - the verdict then says parity was not checked
+        report["oracle_error"] = f"{_type(exc).__name__}: {exc}"[:200]
+        return None
+
+
+def _residual_outputs(items: tuple, exact: tuple, out: _Results) -> list:
+    """Per output, the index of ``oracle - output`` in the output's dtype (None for outputs that
+    are not floating point or whose float64 twin differs in shape)."""
+    found = []
+    for value, wide in zip(items, exact, strict=False):
+        if (_isinstance(value, _Tensor) and value.is_floating_point()
+                and _isinstance(wide, _Tensor) and wide.shape == value.shape):
+            found.append(out.add_outputs([(wide - value.double()).to(value.dtype)])[0])
+        else:
+            found.append(None)
+    return found
 
 
 # ---- candidate correctness -------------------------------------------------------------
@@ -599,8 +637,7 @@ def _run_candidate(job: dict, report: dict, out: _Results) -> None:
         untimed_autotuning()  # its own module: the candidate can reach these functions' globals
     reference = _load_source("reference.py", "reference_inputs", "reference import")
     init = _init_args(reference, job, report)
-    monitor, record, blocked, model = _sealed_model(job, report, out, init, device,
-                                                    job["check_tf32"])
+    monitor, record, blocked, model = _sealed_model(job, report, out, init, device)
     threads_before = _thread_count()
     mutated, per_trial, prints, trials = [], [], [], []
     first: list = []
@@ -740,7 +777,7 @@ def _run_candidate_timing(job: dict, report: dict, out: _Results) -> None:
     reference = _load_source("reference.py", "reference_inputs", "reference import")
     init = _init_args(reference, job, report)
     input_sets = _timing_inputs(reference, job, device, report)
-    monitor, record, blocked, model = _sealed_model(job, report, out, init, device, False)
+    monitor, record, blocked, model = _sealed_model(job, report, out, init, device)
     threads_before = _thread_count()
     _phase(report, "timed calls")
     report["candidate"] = _time_calls(lambda xs: model(*xs), input_sets, job, device, record)

@@ -1,0 +1,79 @@
+"""Precision parity: candidates are held to the fp32 reference's own error against a float64
+oracle, so rounding inputs to TF32 or bf16 fails while accurate reorderings pass."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+import torch
+
+from drtriton.judge import JudgeConfig, verify
+from drtriton.judge.compare import compare_outputs
+from drtriton.judge.config import PARITY_FACTOR, PARITY_FLOOR
+
+CASES = Path(__file__).parent / "precision_cases"
+REFERENCE = (CASES / "ref_matmul_k1024.py").read_text()
+
+
+def _expected(path: Path) -> str:
+    tree = ast.parse(path.read_text())
+    return next(n.value.value for n in tree.body if isinstance(n, ast.Assign)
+                and getattr(n.targets[0], "id", "") == "EXPECTED")
+
+
+@pytest.mark.parametrize("case", sorted(p.stem for p in CASES.glob("*.py") if p.stem != "ref_matmul_k1024"))
+def test_precision_cases(case):
+    path = CASES / f"{case}.py"
+    verdict = verify(REFERENCE, path.read_text(), JudgeConfig(device="cpu", seed=3))
+    assert verdict.status == _expected(path), verdict.reason
+    assert verdict.oracle_err is not None and verdict.reference_oracle_err > 0
+    if verdict.status == "incorrect":
+        assert "precision" in verdict.reason
+
+
+def test_rounded_inputs_pass_the_tolerance_alone():
+    """Without parity, TF32-rounded inputs are within the preset's tolerance: parity is what
+    rejects them."""
+    source = (CASES / "tf32_rounded_inputs.py").read_text()
+    config = JudgeConfig(device="cpu", seed=3, precision_parity=False)
+    verdict = verify(REFERENCE, source, config)
+    assert verdict.status == "correct" and verdict.oracle_err is None
+
+
+def _round(x: torch.Tensor, drop: int) -> torch.Tensor:
+    bits = x.view(torch.int32)
+    return ((bits + (1 << (drop - 1))) & ~((1 << drop) - 1)).view(torch.float32)
+
+
+def _rel(c: torch.Tensor, o: torch.Tensor) -> float:
+    return float((c.double() - o).norm() / o.norm())
+
+
+@pytest.mark.parametrize("m, k, n", [(64, 64, 64), (256, 1024, 256), (128, 4096, 128)])
+def test_parity_margins(m, k, n):
+    """The factor leaves room on both sides: accurate reorderings stay well under it, rounded
+    inputs far above it (the measurements behind PARITY_FACTOR)."""
+    torch.manual_seed(0)
+    a, b = torch.randn(m, k), torch.randn(k, n)
+    oracle = a.double() @ b.double()
+    ref = _rel(a @ b, oracle)
+    split = sum(a[:, i::4] @ b[i::4] for i in range(4))
+    ah, bh = _round(a, 13), _round(b, 13)
+    three = ah @ bh + (ah @ _round(b - bh, 13) + _round(a - ah, 13) @ bh)
+    for accurate in (split, three):
+        assert _rel(accurate, oracle) < PARITY_FACTOR / 4 * ref
+    for rounded in (_round(a, 13) @ _round(b, 13), _round(a, 16) @ _round(b, 16)):
+        assert _rel(rounded, oracle) > 20 * PARITY_FACTOR * ref
+
+
+def test_exact_outputs_get_the_floor():
+    e = torch.randn(1000)
+    residual = torch.zeros(1000)  # the reference is exact (a relu, a copy)
+    config = JudgeConfig(device="cpu")
+    close = e * (1 + 1e-7)
+    assert compare_outputs((e,), [close], config, residuals=(residual,)).ok
+    far = (e.half()).float()  # fp16 rounding: inside 1e-2 tolerance, far above the floor
+    cmp = compare_outputs((e,), [far], config, residuals=(residual,))
+    assert not cmp.ok and "precision" in cmp.reason and cmp.oracle_err > PARITY_FLOOR
