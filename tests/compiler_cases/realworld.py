@@ -158,4 +158,32 @@ class Model(nn.Module):
         b = torch.max(y, dim=-1)
         return a.permute(2, 0, 1).contiguous(), b.values, b.indices
 ''', "torch.randn(3, 5), torch.randn(3, 6)"),
+    "causal_self_attention_sdpa": _prog('''
+class Model(nn.Module):
+    def __init__(self, dim, heads):
+        super().__init__()
+        self.qkv = nn.Linear(dim, 3 * dim)
+        self.proj = nn.Linear(dim, dim)
+        self.heads = heads
+
+    def forward(self, x):
+        b, t, c = x.shape
+        q, k, v = self.qkv(x).split(c, dim=2)
+        q = q.view(b, t, self.heads, c // self.heads).transpose(1, 2)
+        k = k.view(b, t, self.heads, c // self.heads).transpose(1, 2)
+        v = v.view(b, t, self.heads, c // self.heads).transpose(1, 2)
+        y = F.scaled_dot_product_attention(q, k, v, is_causal=True)
+        return self.proj(y.transpose(1, 2).contiguous().view(b, t, c))
+''', "torch.randn(2, 7, 8)", "[8, 2]"),
+    "cross_attention_masks_sdpa": _prog('''
+class Model(nn.Module):
+    def __init__(self):
+        super().__init__()
+
+    def forward(self, q, k, v, keep, bias):
+        a = F.scaled_dot_product_attention(q, k, v, attn_mask=keep)
+        b = F.scaled_dot_product_attention(q, k, v, attn_mask=bias, scale=0.3)
+        return a + b
+''', "torch.randn(2, 3, 5, 4), torch.randn(2, 3, 6, 4), torch.randn(2, 3, 6, 4), "
+       "torch.rand(5, 6) > 0.2, torch.randn(5, 6)"),
 }

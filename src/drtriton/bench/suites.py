@@ -57,9 +57,11 @@ def load_suite(folder: str | Path, manifest: str | Path | None = None) -> list[S
 def sized_source(source: str, sizes: dict) -> str:
     """``source`` with its top-level ``NAME = value`` / ``A, B = x, y`` constants in ``sizes``
     replaced (the CPU-size variant of a program)."""
+    from drtriton.program import parse_python
+
     lines = source.splitlines()
     seen: set[str] = set()
-    for node in ast.parse(source).body:
+    for node in parse_python(source).body:
         if not isinstance(node, ast.Assign) or len(node.targets) != 1:
             continue
         target = node.targets[0]
@@ -112,8 +114,10 @@ def program_cost(source: str) -> dict:
     import torch
     from torch.utils.flop_counter import FlopCounterMode
 
+    from drtriton.program import TORCH_STATE_LOCK
+
     module = _module(source, "suite_program")
-    with torch.device("meta"):
+    with TORCH_STATE_LOCK, torch.device("meta"):
         torch.manual_seed(0)
         model = module.Model(*module.get_init_inputs())
         inputs = module.get_inputs()
@@ -135,16 +139,20 @@ def check_program(folder: str | Path, program: SuiteProgram) -> dict:
     ``error`` set when either fails."""
     import torch
 
+    from drtriton.program import TORCH_STATE_LOCK
+
     row: dict = {"name": program.name, "family": program.family}
     try:
         row.update(program_cost(program_source(folder, program, "gpu")))
         module = _module(program_source(folder, program, "cpu"), "suite_program_cpu")
-        torch.manual_seed(0)
-        model = module.Model(*module.get_init_inputs())
-        torch.manual_seed(1)
+        with TORCH_STATE_LOCK:
+            torch.manual_seed(0)
+            model = module.Model(*module.get_init_inputs())
+            torch.manual_seed(1)
+            inputs = module.get_inputs()
         start = time.perf_counter()
         with torch.no_grad():
-            out = model(*module.get_inputs())
+            out = model(*inputs)
         row["cpu_forward_s"] = round(time.perf_counter() - start, 4)
         row["cpu_output_bytes"] = _nbytes(out)
     except Exception as exc:  # noqa: BLE001 - reported per program

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import operator
 
 import torch
@@ -63,6 +64,39 @@ def matmul(L: Lowering, a, b) -> ir.Expr:
 @method("matmul", "mm", "bmm", "__matmul__")
 def _matmul(L, a, b):
     return matmul(L, a, b)
+
+
+def scaled_dot_product_attention(L, q, k, v, attn_mask=None, dropout_p=0.0, is_causal=False,
+                                 scale=None, enable_gqa=False) -> ir.Expr:
+    """``softmax(q @ k^T * scale + mask) @ v`` as its decomposition: two matrix products around a
+    row softmax. The scores are materialised (no flash-attention kernel yet). ``is_causal`` keeps
+    the top-left triangle, as PyTorch does for unequal lengths; a bool mask keeps where True, a
+    float mask is added."""
+    if dropout_p:
+        raise Unsupported("scaled_dot_product_attention with dropout_p > 0 (random)")
+    q, k, v = _f(L.t(q)), _f(L.t(k)), _f(L.t(v))
+    if enable_gqa and q.shape[-3] != k.shape[-3]:
+        raise Unsupported("scaled_dot_product_attention with enable_gqa (grouped heads)")
+    factor = float(scale) if scale is not None else 1.0 / math.sqrt(q.shape[-1])
+    scores = ir.op("mul", matmul(L, q, ir.transpose(k, -2, -1)), ir.const(factor))
+    if is_causal:
+        ones = ir.op("add", ir.op("mul", scores, ir.const(0.0)), ir.const(1.0))
+        keep = ir.Op(scores.shape, scores.dtype, "tril", (ones,), (0,))
+        scores = ir.op("where", ir.op("ne", keep, ir.const(0)), scores, ir.const(float("-inf")))
+    if attn_mask is not None:
+        mask = L.t(attn_mask)
+        if mask.dtype == torch.bool:
+            scores = ir.op("where", mask, scores, ir.const(float("-inf")))
+        else:
+            scores = ir.op("add", scores, _f(mask))
+    return matmul(L, L.rowfull("softmax", scores, -1), v)
+
+
+@fn(F.scaled_dot_product_attention)
+def _sdpa(L, q, k, v, attn_mask=None, dropout_p=0.0, is_causal=False, scale=None,
+          enable_gqa=False):
+    return scaled_dot_product_attention(L, q, k, v, attn_mask, dropout_p, is_causal, scale,
+                                        enable_gqa)
 
 
 def linear(L, x, weight, bias):
