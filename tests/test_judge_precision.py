@@ -63,9 +63,9 @@ def test_parity_margins(m, k, n):
     ah, bh = _round(a, 13), _round(b, 13)
     three = ah @ bh + (ah @ _round(b - bh, 13) + _round(a - ah, 13) @ bh)
     for accurate in (split, three):
-        assert _rel(accurate, oracle) < PARITY_FACTOR / 4 * ref
+        assert _rel(accurate, oracle) < 2 * ref
     for rounded in (_round(a, 13) @ _round(b, 13), _round(a, 16) @ _round(b, 16)):
-        assert _rel(rounded, oracle) > 20 * PARITY_FACTOR * ref
+        assert _rel(rounded, oracle) > 8 * PARITY_FACTOR * ref
 
 
 def test_exact_outputs_get_the_floor():

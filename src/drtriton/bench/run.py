@@ -23,6 +23,8 @@ def _row(problem: Problem, verdict, chosen: str, wall_s: float, reason: str = ""
         "ops": " ".join(problem.ops),
         "status": v.get("status", "no_candidate"),
         "reason": (v.get("reason") or reason)[:300],
+        "oracle_err": v.get("oracle_err"),
+        "reference_oracle_err": v.get("reference_oracle_err"),
         "runtime_ms": v.get("runtime_ms"),
         "eager_ms": v.get("eager_ms"),
         "compile_ms": v.get("compile_ms"),

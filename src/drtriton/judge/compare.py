@@ -3,8 +3,10 @@
 Shapes and dtypes must match exactly, integer and bool outputs exactly, float outputs within the
 preset's ``|a - e| <= atol + rtol * |e|`` with the NaN/Inf pattern identical, and, where the
 reference's child also ran the program in float64 (the oracle), within precision parity: the
-candidate's relative RMS error against the oracle at most ``PARITY_FACTOR`` times the fp32
-reference's own plus ``PARITY_FLOOR``. The oracle travels as the residual ``oracle - reference``
+candidate's relative RMS error against the oracle at most ``PARITY_FACTOR`` times the larger of
+the fp32 reference's own error and its spread (how far rounding its weights and inputs by one
+fp32 ulp moves its outputs, which shows how much the program amplifies rounding) plus
+``PARITY_FLOOR``. The oracle travels as the residual ``oracle - reference``
 in the output's dtype, so the candidate's error is ``(a - e) - residual``. The arithmetic runs in
 float64, in chunks, on the judge's device (``tests/test_judge.py`` and
 ``tests/test_judge_precision.py`` cover the rules).
@@ -32,6 +34,7 @@ class Comparison:
 def compare_outputs(
     expected: tuple[torch.Tensor, ...], actual: list, config: JudgeConfig, device: str = "cpu",
     residuals: tuple[torch.Tensor | None, ...] | None = None,
+    spreads: list[float | None] | None = None,
 ) -> Comparison:
     """Shapes, dtypes, the NaN/Inf pattern, then ``|a - e| <= atol + rtol * |e|`` elementwise.
 
@@ -65,10 +68,12 @@ def compare_outputs(
             cand, ref = oracle_errors(e, a, residual, device)
             if worst[0] is None or cand > worst[0]:
                 worst = (cand, ref)
-            if cand > PARITY_FACTOR * ref + PARITY_FLOOR:
+            spread = spreads[i] if spreads is not None and i < len(spreads) else None
+            scale = max(ref, float(spread or 0.0))
+            if cand > PARITY_FACTOR * scale + PARITY_FLOOR:
                 why = (f"output {i}: precision: relative error {cand:.3g} against a float64 "
-                       f"oracle, above {PARITY_FACTOR:g} x the reference's {ref:.3g} + "
-                       f"{PARITY_FLOOR:g}")
+                       f"oracle, above {PARITY_FACTOR:g} x {scale:.3g} (the larger of the "
+                       f"reference's own error and its fp32 rounding spread) + {PARITY_FLOOR:g}")
                 return Comparison(False, why, max_abs, max_rel, cand, ref)
     return Comparison(True, "", max_abs, max_rel, *worst)
 

@@ -37,16 +37,18 @@ PRESET_ALLOWS_TF32 = {"kernelbench-v0.1": True, "kernelbench": False, "hardened"
 
 # Precision parity: per float output, the candidate's relative RMS error against a float64
 # oracle (the reference run in float64 on the same inputs and weights) may be at most
-# PARITY_FACTOR times the reference's own error plus PARITY_FLOOR. Measured on matrix products
-# (tests/test_judge_precision.py; benchmarks/results/judge_precision_h200.jsonl): on the CPU,
-# split-K and blocked reorderings 0.5-1.0x the reference's error and an emulated 3xTF32 split
-# 0.9-1.4x (K=64..4096); on an H200 at K=1024, against cuBLAS's 1.6e-7, a plain fp32 Triton dot
-# 6.1e-7, split-K 4.3e-7, 3xTF32 5.9e-7, TF32-rounded inputs 3.1e-4, bf16 2.4e-3. The floor
-# covers references more accurate than a sequential fp32 accumulation can be (cuBLAS's blocked
-# sums against a kernel's running one, whose error grows like sqrt(K): about 1e-6 at K=4096
-# and, extrapolated, 1e-5 near K=1e5) and outputs the reference gets exactly; rounding inputs
-# to TF32 or outputs to fp16 stays 20x or more above it.
-PARITY_FACTOR = 8.0
+# PARITY_FACTOR times the larger of the reference's own error and its spread (how far rounding
+# its weights and inputs by one fp32 ulp moves its outputs) plus PARITY_FLOOR. Measured
+# (tests/test_judge_precision.py; benchmarks/results/judge_precision_h200.jsonl; docs/LOG.md):
+# on matrix products, accurate reorderings and 3xTF32 0.4-1.4x the reference's error (CPU), a
+# plain Triton fp32 dot 3.7x cuBLAS's on an H200 at K=1024; inputs rounded to TF32 500-2000x,
+# to bf16 4000-16000x, outputs to fp16 600-1500x. On the real suite's CPU-size variants the
+# compiler's fp32 candidates were at most 2.2x their reference, except a ResNet-18 forward on
+# two 16x16 images (batch norm over two samples amplifies rounding chaotically): up to 38x on
+# one seed. So 64: 1.7x margin for that worst case (more with the spread), 8x below TF32. The
+# floor covers references more accurate than a running fp32 sum can be (its error grows like
+# sqrt(K)) and outputs the reference gets exactly; fp16 rounding stays 20x above it.
+PARITY_FACTOR = 64.0
 PARITY_FLOOR = 1e-5
 
 # Vendor-library ops a hybrid candidate may call from forward (aten overload-packet names).

@@ -62,6 +62,8 @@ class Reference:
     outputs: list[tuple[torch.Tensor, ...]]
     # per trial, per output: oracle - output (float64 run) or None; [] when there is no oracle
     residuals: list[tuple[torch.Tensor | None, ...]] = field(default_factory=list)
+    # per trial, per output: how far fp32 rounding of weights and inputs moves the output
+    spreads: list[list[float | None]] = field(default_factory=list)
     oracle_note: str = ""  # why there is no oracle, when there is none
 
 
@@ -213,8 +215,13 @@ def run_reference(
         outputs = [tuple(t.to(slot.judge_device) for t in trial) for trial in trials]
         residuals = _load_outputs(blob, report, "oracle_residuals") or []
     note = "" if residuals else str(report.get("oracle_error") or "no float64 oracle")
+    if len(residuals) != len(seeds):
+        residuals = []
+    spreads = report.get("oracle_spreads") if residuals else None
+    if not isinstance(spreads, list) or len(spreads) != len(seeds):
+        spreads = []
     return Reference(source, model_seed, list(seeds), report["input_fingerprints"], outputs,
-                     residuals if len(residuals) == len(seeds) else [], note)
+                     residuals, spreads, note)
 
 
 def run_call(
@@ -560,7 +567,9 @@ def _compare_trials(
     worst = Comparison(True, "", 0.0, 0.0)
     for k, (expected, actual) in enumerate(zip(ref.outputs, trials, strict=True)):
         residuals = ref.residuals[k] if ref.residuals else None
-        cmp = compare_outputs(expected, list(actual), run.config, run.slot.judge_device, residuals)
+        spreads = ref.spreads[k] if ref.spreads else None
+        cmp = compare_outputs(expected, list(actual), run.config, run.slot.judge_device, residuals,
+                              spreads)
         oracle = max(((c.oracle_err, c.reference_oracle_err) for c in (worst, cmp)
                       if c.oracle_err is not None), default=(None, None))
         worst = Comparison(cmp.ok, cmp.reason, max(worst.max_abs_err, cmp.max_abs_err),

@@ -576,30 +576,33 @@ def _run_reference(job: dict, report: dict, out: _Results) -> None:
     reference = _load_source("reference.py", "reference", "reference import")
     init = _init_args(reference, job, report)
     model = _build(reference, "Model", init, job, device, report)
-    prints, trials, oracles = [], [], []
+    prints, trials, oracles, spreads = [], [], [], []
     oracle = bool(job.get("oracle"))
     _set_grad(False)
     for k, seed in enumerate(job["input_seeds"]):
         _phase(report, f"reference get_inputs (trial {k})")
         xs = make_inputs(reference, seed, device)
         prints.append(fingerprint(xs))
-        exact = None
+        exact = nudged = None
         if oracle:
             _phase(report, f"reference float64 oracle (trial {k})")
             exact = _float64_outputs(model, xs, report)
             oracle = exact is not None
+            nudged = _nudged_outputs(model, xs, seed) if oracle else None
         _phase(report, f"reference forward (trial {k})")
         try:
             items = as_output_tuple(model(*xs))
         except ProgramError as exc:
             raise _Failure("invalid_reference", str(exc)) from exc
         trials.append(out.add_outputs(list(items)))
-        if exact is not None:
+        if oracle:
             oracles.append(_residual_outputs(items, exact, out))
-        del xs, items, exact
+            spreads.append(_spreads(items, nudged, exact) if nudged is not None
+                           else [None] * _len(items))
+        del xs, items, exact, nudged
     report.update(input_fingerprints=prints, trial_outputs=trials)
     if oracle:
-        report["oracle_residuals"] = oracles
+        report.update(oracle_residuals=oracles, oracle_spreads=spreads)
 
 
 def _float64_outputs(model, xs: list, report: dict) -> tuple | None:
@@ -615,6 +618,49 @@ def _float64_outputs(model, xs: list, report: dict) -> tuple | None:
     except Exception as exc:  # noqa: BLE001 - the verdict then says parity was not checked
         report["oracle_error"] = f"{_type(exc).__name__}: {exc}"[:200]
         return None
+
+
+ULP = 2.0**-24  # fp32's unit roundoff
+
+
+def _nudged_outputs(model, xs: list, seed: int) -> tuple | None:
+    """The fp32 program with every float weight, buffer and input scaled by 1 + ULP * r (r
+    uniform in [-1, 1], seeded): how far fp32 rounding alone moves its outputs. A deep or
+    ill-conditioned program (batch norm over two samples, say) amplifies rounding; its
+    reference's own error against the oracle can be luckily small on one seed."""
+    import copy
+
+    try:
+        nudged = copy.deepcopy(model)
+        gen = torch.Generator(device=xs[0].device if xs and _isinstance(xs[0], _Tensor) else "cpu")
+        gen.manual_seed(seed)
+
+        def nudge(t):
+            noise = torch.rand(t.shape, generator=gen, device=t.device, dtype=t.dtype) * 2 - 1
+            return t * (1 + noise * ULP)
+
+        for t in [*nudged.parameters(), *nudged.buffers()]:
+            if t.is_floating_point():
+                t.data = nudge(t.data)
+        args = [nudge(x) if _isinstance(x, _Tensor) and x.is_floating_point() else x for x in xs]
+        return as_output_tuple(nudged(*args))
+    except Exception:  # noqa: BLE001 - parity then uses the oracle error alone
+        return None
+
+
+def _spreads(items: tuple, nudged: tuple, exact: tuple) -> list:
+    """Per output, ``|nudged - output| / |oracle|`` (relative RMS), or None."""
+    found = []
+    for value, moved, wide in zip(items, nudged, exact, strict=False):
+        ok = all(_isinstance(t, _Tensor) and t.is_floating_point() and t.shape == value.shape
+                 for t in (value, moved, wide))
+        if not ok:
+            found.append(None)
+            continue
+        norm = float(wide.double().norm())
+        gap = float((moved.double() - value.double()).norm())
+        found.append(gap / norm if norm else None)
+    return found
 
 
 def _residual_outputs(items: tuple, exact: tuple, out: _Results) -> list:
