@@ -403,11 +403,14 @@ def plan_block(name: str) -> str:
     if not rows:
         return f"_No complete run of `benchmarks/plans/{name}.toml` yet (results: {where})._"
     table = [{k: _fmt(v) for k, v in r.items()} for r in summary(rows)]
-    plot = plan.results_path().with_suffix(".png")
-    _plan_plot(rows, plot)
+    picture = ""
+    if any(r.get("speedup_eager") for r in rows):
+        plot = plan.results_path().with_suffix(".png")
+        _plan_plot(rows, plot)
+        picture = f"\n\n![speedups]({plot.relative_to(ROOT)})"
     first = min(rows, key=lambda r: r["date"])
-    return (markdown_table(table, list(table[0])) + f"\n\n![speedups]({plot.relative_to(ROOT)})"
-            f"\n\n_{first['device']}, torch {first['torch']}, triton {first['triton']}, commit "
+    return (markdown_table(table, list(table[0])) + picture
+            + f"\n\n_{first['device']}, torch {first['torch']}, triton {first['triton']}, commit "
             f"{first['commit']}, {first['date'][:10]}; generated from {where}._")
 
 
@@ -437,7 +440,8 @@ def main() -> None:
     blocks = {
         "README.md": [("synth", synth_block), ("gpu_compiler", gpu_compiler_block),
                       ("verdict_cost", verdict_cost_block),
-                      ("plan_gpu", lambda: plan_block("gpu"))],
+                      ("plan_gpu", lambda: plan_block("gpu")),
+                      ("plan_cpu", lambda: plan_block("cpu"))],
         "docs/compiler.md": [("gpu_compiler_rows", gpu_compiler_rows_block)],
         "docs/search.md": [("gpu_search", gpu_search_block),
                            ("gpu_recompute", gpu_recompute_block)],
