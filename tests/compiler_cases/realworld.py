@@ -186,4 +186,21 @@ class Model(nn.Module):
         return a + b
 ''', "torch.randn(2, 3, 5, 4), torch.randn(2, 3, 6, 4), torch.randn(2, 3, 6, 4), "
        "torch.rand(5, 6) > 0.2, torch.randn(5, 6)"),
+    "constructor_helper_function_and_math": _prog('''
+import math
+
+
+class Model(nn.Module):
+    def __init__(self, width):
+        super().__init__()
+        self.fc = nn.Linear(width, make_divisible(width * 1.5))
+        self.scale = 1.0 / math.sqrt(width)
+
+    def forward(self, x):
+        return torch.relu(self.fc(x)) * self.scale
+
+
+def make_divisible(v, divisor=8):
+    return max(divisor, int(v + divisor / 2) // divisor * divisor)
+''', "torch.randn(4, 10)", "[10]"),
 }

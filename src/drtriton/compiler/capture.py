@@ -141,21 +141,30 @@ def _aliases(tree: ast.Module) -> dict[str, str]:
     return aliases
 
 
+PURE_MODULES = frozenset({"math"})  # standard modules a constructor may use (numbers only)
+PROGRAM_FUNCTIONS = ("get_inputs", "get_init_inputs")
+
+
 def extract_init(source: str) -> tuple[str, str]:
     """``Model.__init__`` rewritten for ``ModelNew``, plus the module-level names it needs."""
     tree = parse_python(source)
     aliases = _aliases(tree)
-    bad = {k: v for k, v in aliases.items() if not (v == "torch" or v.startswith("torch."))}
+    pure = {k for k, v in aliases.items() if v in PURE_MODULES}  # copied as imports
+    bad = {k: v for k, v in aliases.items()
+           if not (v == "torch" or v.startswith("torch.")) and k not in pure}
     model = next(s for s in tree.body if isinstance(s, ast.ClassDef) and s.name == "Model")
     init = next((s for s in model.body if isinstance(s, ast.FunctionDef) and s.name == "__init__"),
                 None)
     if init is None:
         init = parse_python("def __init__(self):\n    super().__init__()").body[0]
     fixer = _TorchNames(aliases)
-    # module-level definitions the constructor may use: literal constants and helper classes
+    # module-level definitions the constructor may use: literal constants, helper classes and
+    # helper functions (e.g. torchvision's make_divisible)
     defs: dict[str, ast.stmt] = {}
     for stmt in tree.body:
         if isinstance(stmt, ast.ClassDef) and stmt.name != "Model":
+            defs[stmt.name] = stmt
+        elif isinstance(stmt, ast.FunctionDef) and stmt.name not in PROGRAM_FUNCTIONS:
             defs[stmt.name] = stmt
         elif isinstance(stmt, ast.Assign) and len(stmt.targets) == 1 and isinstance(stmt.targets[0], ast.Name):
             try:
@@ -164,10 +173,13 @@ def extract_init(source: str) -> tuple[str, str]:
                 continue
             defs[stmt.targets[0].id] = stmt
     needed: list[str] = []
+    imports: list[str] = []
 
     def visit(node: ast.AST) -> None:
         for sub in ast.walk(node):
             if isinstance(sub, ast.Name):
+                if sub.id in pure and sub.id not in imports:
+                    imports.append(sub.id)
                 if sub.id in bad:
                     raise UnsupportedOperatorError(
                         f"import {bad[sub.id]}", getattr(sub, "lineno", 0), "",
@@ -179,7 +191,9 @@ def extract_init(source: str) -> tuple[str, str]:
 
     visit(init)
     order = [s for s in tree.body if any(defs.get(n) is s for n in needed)]
-    pre = "\n\n".join(ast.unparse(fixer.visit(s)) for s in order)
+    heads = [f"import {aliases[n]} as {n}" if aliases[n] != n else f"import {n}" for n in imports]
+    pre = "\n\n".join(["\n".join(heads)] * bool(heads)
+                       + [ast.unparse(fixer.visit(s)) for s in order])
     init_fixed = fixer.visit(init)
     text = ast.unparse(init_fixed)
     return "\n".join("    " + ln for ln in text.splitlines()), pre
