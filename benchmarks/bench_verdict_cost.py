@@ -15,7 +15,6 @@ medians with machine, versions, commit and date, ``OUT.csv`` one line per row.
 from __future__ import annotations
 
 import argparse
-import ast
 import csv
 import json
 import os
@@ -29,28 +28,6 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "src"))
-
-
-def sized(source: str, sizes: dict) -> str:
-    """``source`` with its top-level ``NAME = value`` / ``A, B = x, y`` size constants replaced."""
-    lines = source.splitlines()
-    for node in ast.parse(source).body:
-        if not isinstance(node, ast.Assign) or len(node.targets) != 1:
-            continue
-        target = node.targets[0]
-        names = [target] if isinstance(target, ast.Name) else getattr(target, "elts", [])
-        ids = [n.id for n in names if isinstance(n, ast.Name)]
-        if not ids or not any(i in sizes for i in ids):
-            continue
-        if len(ids) == 1:
-            new = f"{ids[0]} = {sizes[ids[0]]!r}"
-        else:
-            values = [ast.unparse(e) for e in node.value.elts]
-            new = f"{', '.join(ids)} = " + ", ".join(
-                repr(sizes[i]) if i in sizes else v for i, v in zip(ids, values, strict=True)
-            )
-        lines[node.lineno - 1] = new
-    return "\n".join(lines) + "\n"
 
 
 def environment(scale: str) -> dict:
@@ -93,6 +70,7 @@ def row_of(kind: str, name: str, verdict, extra: dict | None = None) -> dict:
 
 
 def run(args: argparse.Namespace) -> list[dict]:
+    from drtriton.bench.suites import sized_source
     from drtriton.judge import JudgeConfig, JudgePool
     from drtriton.program import ProgramError
 
@@ -136,7 +114,7 @@ def run(args: argparse.Namespace) -> list[dict]:
                 break
             source = (REPO / entry["file"]).read_text()
             if args.scale == "cpu":
-                source = sized(source, entry["cpu"])
+                source = sized_source(source, entry["cpu"])
             if ("cold", name) in seen and ("warm", name) in seen and (
                 name not in plan["group_programs"] or ("group", name) in seen
             ):

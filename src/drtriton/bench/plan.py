@@ -38,7 +38,7 @@ from pathlib import Path
 
 import tomllib
 
-from drtriton.bench.metrics import geomean_speedup
+from drtriton.bench.metrics import fast_p, geomean_speedup
 from drtriton.bench.problems import HELD_OUT_SEED, BenchConfig, Problem, synthetic_problems
 from drtriton.bench.records import REPO, machine_record
 from drtriton.judge.config import MODES, PRESETS
@@ -144,28 +144,31 @@ def _folder(run: PlanRun) -> Path:
     return folder if folder.is_absolute() else REPO / folder
 
 
-def plan_problems(run: PlanRun) -> list[PlanProblem]:
-    """The problems of one run, in suite order (restricted to ``only`` when given)."""
+def _kept(run: PlanRun, names: list[str]) -> set[str]:
+    """The names ``run.only`` keeps (all when empty); raises for one the suite lacks."""
+    missing = sorted(set(run.only) - set(names))
+    if missing:
+        raise PlanError(f"suite {run.suite}: no problem {missing[0]!r}")
+    return set(run.only or names)
+
+
+def plan_problems(run: PlanRun, cost: bool = True) -> list[PlanProblem]:
+    """The problems of one run, in suite order (restricted to ``only`` when given); ``cost``:
+    with each hand-written program's FLOPs and minimum bytes at its published size."""
     from drtriton.bench.suites import load_suite, program_cost, program_source
 
     if not run.folder:  # synthetic: stored or synthesized under the held-out seed
         config = BenchConfig(levels=run.levels, num=run.num, scale=run.scale, seed=HELD_OUT_SEED,
                              programs=str(REPO / run.programs) if run.programs else None)
-        found = [PlanProblem(run.suite, p, f"level{p.level}") for p in synthetic_problems(config)]
-    else:
-        folder = _folder(run)
-        found = []
-        for program in load_suite(folder):
-            source = program_source(folder, program, run.scale)
-            cost = program_cost(program_source(folder, program, "gpu"))
-            found.append(PlanProblem(run.suite, Problem(program.name, 0, source), program.family,
-                                     cost))
-    if run.only:
-        missing = sorted(set(run.only) - {p.problem.id for p in found})
-        if missing:
-            raise PlanError(f"suite {run.suite}: no problem {missing[0]!r}")
-        found = [p for p in found if p.problem.id in run.only]
-    return found
+        found = synthetic_problems(config)
+        kept = _kept(run, [p.id for p in found])
+        return [PlanProblem(run.suite, p, f"level{p.level}") for p in found if p.id in kept]
+    folder = _folder(run)
+    programs = load_suite(folder)
+    kept = _kept(run, [p.name for p in programs])
+    return [PlanProblem(run.suite, Problem(p.name, 0, program_source(folder, p, run.scale)),
+                        p.family, program_cost(program_source(folder, p, "gpu")) if cost else {})
+            for p in programs if p.name in kept]
 
 
 # ---- running -------------------------------------------------------------------------------
@@ -271,8 +274,8 @@ def _judge_batch(plan: Plan, judge, batch: list, stamp: dict):
 # ---- reporting -----------------------------------------------------------------------------
 def planned_keys(plan: Plan) -> set[tuple]:
     """Every row key the plan asks for (problems listed without judging anything)."""
-    return {_key(run, item, mode, preset) for run in plan.runs for item in plan_problems(run)
-            for mode in run.modes for preset in run.presets}
+    return {_key(run, item, mode, preset) for run in plan.runs
+            for item in plan_problems(run, cost=False) for mode in run.modes for preset in run.presets}
 
 
 def latest_complete(rows: list[dict], keys: set[tuple]) -> list[dict]:
@@ -297,17 +300,10 @@ def summary(rows: list[dict]) -> list[dict]:
         groups.setdefault((row["suite"], row["mode"], row["preset"]), []).append(row)
     out = []
     for (suite, mode, preset), group in sorted(groups.items()):
-        n = len(group)
-        correct = [r for r in group if r["status"] == "correct"]
-
-        def faster(key: str, correct=correct, n=n) -> float | None:
-            if any(r.get(key) is None for r in correct):
-                return None  # untimed (CPU)
-            return sum(r[key] > 1.0 for r in correct) / n
-
-        out.append({"suite": suite, "mode": mode, "preset": preset, "problems": n,
-                    "correct": len(correct), "faster_than_eager": faster("speedup_eager"),
-                    "faster_than_compile": faster("speedup_compile"),
+        out.append({"suite": suite, "mode": mode, "preset": preset, "problems": len(group),
+                    "correct": sum(r["status"] == "correct" for r in group),
+                    "faster_than_eager": fast_p(group, "speedup_eager", 1.0),  # None untimed
+                    "faster_than_compile": fast_p(group, "speedup_compile", 1.0),
                     "geomean_eager": geomean_speedup(group, "speedup_eager"),
                     "geomean_compile": geomean_speedup(group, "speedup_compile")})
     return out

@@ -15,9 +15,10 @@ import ast
 import json
 import sys
 import time
-import types
 from dataclasses import dataclass, field
 from pathlib import Path
+
+from drtriton.program import TORCH_STATE_LOCK, load_program, parse_python
 
 MANIFEST = "suite.json"
 
@@ -57,8 +58,6 @@ def load_suite(folder: str | Path, manifest: str | Path | None = None) -> list[S
 def sized_source(source: str, sizes: dict) -> str:
     """``source`` with its top-level ``NAME = value`` / ``A, B = x, y`` constants in ``sizes``
     replaced (the CPU-size variant of a program)."""
-    from drtriton.program import parse_python
-
     lines = source.splitlines()
     seen: set[str] = set()
     for node in parse_python(source).body:
@@ -92,12 +91,6 @@ def program_source(folder: str | Path, program: SuiteProgram, scale: str) -> str
     return sized_source(source, program.cpu) if scale == "cpu" else source
 
 
-def _module(source: str, name: str) -> types.ModuleType:
-    module = types.ModuleType(name)
-    exec(compile(source, name, "exec"), module.__dict__)  # trusted: our own suite files
-    return module
-
-
 def _nbytes(values) -> int:
     import torch
 
@@ -114,9 +107,7 @@ def program_cost(source: str) -> dict:
     import torch
     from torch.utils.flop_counter import FlopCounterMode
 
-    from drtriton.program import TORCH_STATE_LOCK
-
-    module = _module(source, "suite_program")
+    module = load_program(source, "suite_program")
     with TORCH_STATE_LOCK, torch.device("meta"):
         torch.manual_seed(0)
         model = module.Model(*module.get_init_inputs())
@@ -139,12 +130,10 @@ def check_program(folder: str | Path, program: SuiteProgram) -> dict:
     ``error`` set when either fails."""
     import torch
 
-    from drtriton.program import TORCH_STATE_LOCK
-
     row: dict = {"name": program.name, "family": program.family}
     try:
         row.update(program_cost(program_source(folder, program, "gpu")))
-        module = _module(program_source(folder, program, "cpu"), "suite_program_cpu")
+        module = load_program(program_source(folder, program, "cpu"), "suite_program_cpu")
         with TORCH_STATE_LOCK:
             torch.manual_seed(0)
             model = module.Model(*module.get_init_inputs())

@@ -158,7 +158,7 @@ class Exported:
         self.ptr = _map(self.handle, self.size, index)
         self.nbytes = nbytes
         if nbytes:
-            whole = _as_tensor(_Mapped(self.ptr, nbytes), device=device)
+            whole = _bytes_view(self.ptr, nbytes, device)
             for part, offset in parts:
                 _copy(_narrow(whole, 0, offset, _numel(part)), part)
         if _cuda_sync is not None:
