@@ -311,10 +311,10 @@ class Writer:
             return f"tl.where({x} > 0, 1.0, tl.where({x} < 0, -1.0, 0.0))"
         if n == "round":  # round half to even, as torch.round
             return f"tl.where(tl.abs({x} - tl.floor({x}) - 0.5) == 0, 2.0 * tl.floor({x} * 0.5 + 0.5), tl.floor({x} + 0.5))"
-        if n in ("triu", "tril"):
-            (diag,) = p
+        if n in ("triu", "tril"):  # params: (diagonal,) or (diagonal, value of the cut part)
+            diag, fill = (*p, 0)[:2]
             rel = ">=" if n == "triu" else "<="
-            return f"tl.where(({idx[-1]} - {idx[-2]}) {rel} {diag}, {x}, 0)"
+            return f"tl.where(({idx[-1]} - {idx[-2]}) {rel} {diag}, {x}, {_lit(fill)})"
         raise KeyError(n)
 
     # ---- output

@@ -79,10 +79,8 @@ def scaled_dot_product_attention(L, q, k, v, attn_mask=None, dropout_p=0.0, is_c
         raise Unsupported("scaled_dot_product_attention with enable_gqa (grouped heads)")
     factor = float(scale) if scale is not None else 1.0 / math.sqrt(q.shape[-1])
     scores = ir.op("mul", matmul(L, q, ir.transpose(k, -2, -1)), ir.const(factor))
-    if is_causal:
-        ones = ir.op("add", ir.op("mul", scores, ir.const(0.0)), ir.const(1.0))
-        keep = ir.Op(scores.shape, scores.dtype, "tril", (ones,), (0,))
-        scores = ir.op("where", ir.op("ne", keep, ir.const(0)), scores, ir.const(float("-inf")))
+    if is_causal:  # the lower triangle, the rest -inf
+        scores = ir.Op(scores.shape, scores.dtype, "tril", (scores,), (0, float("-inf")))
     if attn_mask is not None:
         mask = L.t(attn_mask)
         if mask.dtype == torch.bool:
