@@ -170,3 +170,42 @@ def test_gpu_scale_launch_grids_fit_cuda_limits(level):
                         program.ops, mode, name, dims, config)
                     checked += 1
     assert checked >= len(programs) * 2
+
+
+@pytest.mark.parametrize("name", ["op_matmul", "op_conv2d", "real_gated_mlp", "op_softmax",
+                                  "op_conv_transpose2d"])
+@pytest.mark.parametrize("last", [False, True])
+def test_a_tuned_candidate_launches_its_chosen_configs_without_autotuning(name, last,
+                                                                           monkeypatch):
+    """Convert-time tuning fixes each autotuned kernel to one config (``compiler.tune``): the
+    candidate has no autotuner left, records the space each choice came from, and computes the
+    same outputs with the first or the last config of every space."""
+    from drtriton.compiler import Tuning, kernels
+    from drtriton.compiler.capture import capture
+    from drtriton.compiler.lower import Lowering
+
+    monkeypatch.setattr(kernels.writer, "SMALL_WORK", 0)  # every kernel autotuned
+    src = SOURCES[name]
+    config = CompilerConfig(device="cuda")
+    spaces = {k.name: len(k.configs) for k in Lowering(capture(src), config).run().kernels
+              if k.configs}
+    assert spaces, "the program should have autotuned kernels"
+    tuning = Tuning("test GPU", tuple((n, size - 1 if last else 0) for n, size in spaces.items()))
+    candidate = compile_program(src, config, tuning)
+    assert "@triton.autotune(" not in candidate
+    assert candidate.count("# tuned on test GPU over") == len(spaces)
+    assert "num_warps=" in candidate.split("class ModelNew")[1]
+    want, got = run_pair(src, candidate)
+    for w, g in zip(want, got, strict=True):
+        assert w.shape == g.shape and w.dtype == g.dtype
+        torch.testing.assert_close(g, w, atol=1e-4, rtol=1e-4)
+
+
+def test_a_tuning_outside_the_program_or_its_spaces_is_refused():
+    from drtriton.compiler import Tuning
+
+    src, config = SOURCES["op_conv2d"], CompilerConfig(device="cuda")
+    with pytest.raises(ValueError, match="config 99 of"):
+        compile_program(src, config, Tuning("gpu", (("k0_conv2d", 99),)))
+    with pytest.raises(ValueError, match="has not: .'k7_other'"):
+        compile_program(src, config, Tuning("gpu", (("k7_other", 0),)))

@@ -60,6 +60,22 @@ def test_compiler_output_is_verified_and_timed_on_the_gpu(mode):
 
 
 @pytest.mark.gpu
+def test_convert_tunes_on_the_gpu_and_the_tuned_candidate_is_correct():
+    """``compile_in_child`` on CUDA runs the autotuned candidate once and fixes every launch."""
+    from drtriton.judge import JudgePool
+
+    source = (ROOT / "benchmarks" / "suites" / "heavy" / "linear_gpt2_qkv.py").read_text()
+    with JudgePool(JudgeConfig(device="cuda"), workers=1) as pool:
+        result = pool.call(source, "drtriton.compiler.convert:compile_in_child",
+                           {"mode": "strict", "device": "cuda"}, phase="compiler capture")
+        assert "error" not in result and "tuning_error" not in result, result
+        assert result["tuning"]["choices"] and result["tuning"]["device_name"]
+        candidate = result["candidate"]
+        assert "@triton.autotune(" not in candidate and "# tuned on " in candidate
+        _timed_and_correct(pool.verify(source, candidate))
+
+
+@pytest.mark.gpu
 def test_search_times_fragments_and_keeps_a_verified_program(tmp_path):
     config = SearchConfig(device="cuda", max_fragment_ops=2, wall_time_s=300,
                           cache_path=str(tmp_path / "verdicts.sqlite"))

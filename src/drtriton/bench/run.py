@@ -86,11 +86,16 @@ def _policy(config: BenchConfig, device: str):
     return load_policy(config.policy, device)
 
 
-def _compile(source: str, mode: str, target: str) -> str:
-    """The compiler's candidate."""
-    from drtriton.compiler import CompilerConfig, compile_program
-
-    return compile_program(source, CompilerConfig(mode=mode, device=target))
+def _compile(pool, source: str, mode: str, target: str) -> tuple[str, dict]:
+    """The compiler's candidate, captured (and on a GPU tuned) in a sandboxed child, and a note
+    of its tuning for the row."""
+    result = pool.call(source, "drtriton.compiler.convert:compile_in_child",
+                       {"mode": mode, "device": target}, phase="compiler capture")
+    if "error" in result:
+        raise ValueError(result["error"])
+    tuned = result.get("tuning", {}).get("choices", {})
+    return result["candidate"], {"tuned_kernels": len(tuned),
+                                 "tuning_error": result.get("tuning_error", "")}
 
 
 def solve_problem(
@@ -139,10 +144,11 @@ def solve_problem(
             "; ".join(report.notes),
         )
         return row | _search_columns(report)
+    tuning: dict = {}
     try:
         if config.policy == "compiler":
             target = "cuda" if device.startswith("cuda") else "cpu"
-            candidate = _compile(problem.source, config.mode, target)
+            candidate, tuning = _compile(pool, problem.source, config.mode, target)
         else:  # pass@1: the policy's first answer is the one that counts
             from drtriton.policy import Sampling, parse_answer
 
@@ -156,7 +162,7 @@ def solve_problem(
     policy_s = round(time.perf_counter() - started - filter_s, 3)
     verdict = pool.verify(problem.source, candidate)
     row = _row(problem, verdict, "whole", time.perf_counter() - started)
-    return row | {"filter_s": filter_s, "policy_s": policy_s}
+    return row | {"filter_s": filter_s, "policy_s": policy_s} | tuning
 
 
 def run_bench(config: BenchConfig, out: Path, on_row=None, on_start=None) -> dict:

@@ -19,9 +19,10 @@ from drtriton.compiler.capture import capture
 from drtriton.compiler.config import CompilerConfig, UnsupportedOperatorError
 from drtriton.compiler.emit import emit
 from drtriton.compiler.lower import Lowering
+from drtriton.compiler.tune import Tuning
 from drtriton.program import TORCH_STATE_LOCK
 
-__all__ = ["CompilerConfig", "UnsupportedOperatorError", "compile_program", "kernel_body"]
+__all__ = ["CompilerConfig", "Tuning", "UnsupportedOperatorError", "compile_program", "kernel_body"]
 
 
 def kernel_body(candidate: str) -> str:
@@ -30,15 +31,22 @@ def kernel_body(candidate: str) -> str:
     return candidate.split("\n", 1)[-1]
 
 
-def compile_program(source: str, config: CompilerConfig | None = None) -> str:
-    """Compile a KernelBench-format reference into candidate source text defining ``ModelNew``."""
+def compile_program(source: str, config: CompilerConfig | None = None,
+                    tuning: Tuning | None = None) -> str:
+    """Compile a KernelBench-format reference into candidate source text defining ``ModelNew``.
+    ``tuning`` (from ``tune.measure_choices`` on this program's autotuned candidate) fixes each
+    named kernel's launch to its chosen config."""
     config = config or CompilerConfig()
     with TORCH_STATE_LOCK:  # tracing (and lowering its graph) is not thread-safe
         cap = capture(source)
-        prog = Lowering(cap, config).run()
+        prog = Lowering(cap, config, tuning).run()
         if config.mode == "hybrid" and not prog.kernels:
             # Everything went to the vendor libraries (a lone matmul or convolution), but a
             # candidate must launch Triton: such a program is compiled strict instead.
             config = dataclasses.replace(config, mode="strict")
-            prog = Lowering(cap, config).run()  # lowering reads the capture, never changes it
+            prog = Lowering(cap, config, tuning).run()  # reads the capture, never changes it
+        unknown = set(tuning.as_dict() if tuning else ()) - {k.name for k in prog.kernels
+                                                             if k.configs}
+        if unknown:
+            raise ValueError(f"tuning names kernels this program has not: {sorted(unknown)}")
         return emit(cap, prog, config)

@@ -28,17 +28,31 @@ def resolve_device(device: str) -> str:
     return device
 
 
-def compile_in_child(source: str, mode: str, device: str) -> dict:
-    """The compile step as the judge's sandboxed child runs it (``JudgePool.call``)."""
+def compile_in_child(source: str, mode: str, device: str, tune: bool = True) -> dict:
+    """The compile step as the judge's sandboxed child runs it (``JudgePool.call``). On CUDA with
+    ``tune``, the candidate's autotuned kernels are measured once on the program's inputs and
+    their launches fixed to the chosen configs (``compiler.tune``); ``tuning`` records them, or
+    ``tuning_error`` says why the candidate stayed autotuned."""
     from drtriton.compiler import CompilerConfig, UnsupportedOperatorError, compile_program
     from drtriton.program import ProgramError
 
+    config = CompilerConfig(mode=mode, device=device)
     try:
-        return {"candidate": compile_program(source, CompilerConfig(mode=mode, device=device))}
+        candidate = compile_program(source, config)
     except UnsupportedOperatorError as exc:
         return {"error": str(exc)}
     except (ProgramError, SyntaxError, ValueError) as exc:
         return {"error": f"{type(exc).__name__}: {exc}" if not str(exc) else str(exc)}
+    if not (tune and device == "cuda" and "@triton.autotune(" in candidate):
+        return {"candidate": candidate}
+    from drtriton.compiler.tune import measure_choices
+
+    try:
+        tuning = measure_choices(candidate, source)
+    except Exception as exc:  # the judge reports what running the candidate does
+        return {"candidate": candidate, "tuning_error": f"{type(exc).__name__}: {exc}"[:500]}
+    return {"candidate": compile_program(source, config, tuning),
+            "tuning": {"device_name": tuning.device_name, "choices": dict(tuning.choices)}}
 
 
 def convert(program: str, out: str | None = None, device: str = "auto", mode: str = "strict",
@@ -74,11 +88,14 @@ def convert(program: str, out: str | None = None, device: str = "auto", mode: st
                 echo(f"error: {program}: {result['error']}")
                 return 2
             candidate = result["candidate"]
+            if "tuning_error" in result:
+                echo(f"note: kernels left autotuned: {result['tuning_error']}")
             out_path = _write(program, out, candidate, echo)
             if out_path is None:
                 return 2
+            tuned = len(result.get("tuning", {}).get("choices", {}))
             echo(f"wrote {out_path} ({candidate.count('@triton.jit')} Triton kernels, mode {mode}, "
-                 f"{dev})")
+                 f"{dev}{f', {tuned} tuned' if tuned else ''})")
             return _verify(pool, source, candidate, echo) if verify else 0
     except ProgramError as exc:
         echo(f"error: {program}: {exc}")

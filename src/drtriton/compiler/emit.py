@@ -22,7 +22,7 @@ def emit(cap: Captured, prog: Program, config: CompilerConfig) -> str:
     parts = [HEADER.format(mode=config.mode, device=config.device)]
     helpers = sorted({h for k in prog.kernels for h in k.helpers})
     parts += [kernels.HELPERS[h] for h in helpers]
-    parts += [k.source for k in prog.kernels]
+    parts += [k.render() for k in prog.kernels]
     if cap.preamble:
         parts.append(cap.preamble + "\n")
     args = ", ".join(["self", *prog.input_names])

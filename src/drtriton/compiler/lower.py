@@ -31,6 +31,7 @@ from drtriton.compiler import ir, kernels
 from drtriton.compiler.capture import Captured, node_line
 from drtriton.compiler.config import CompilerConfig, Unsupported, UnsupportedOperatorError
 from drtriton.compiler.reduce import Reductions
+from drtriton.compiler.tune import Tuning
 
 
 @dataclass
@@ -87,8 +88,9 @@ def _label(node: fx.Node, gm: fx.GraphModule) -> str:
 
 
 class Lowering(Reductions):
-    def __init__(self, cap: Captured, config: CompilerConfig):
+    def __init__(self, cap: Captured, config: CompilerConfig, tuning: Tuning | None = None):
         self.cap, self.config = cap, config
+        self.tuning = tuning
         self.blocks = kernels.CUDA_BLOCKS if config.device == "cuda" else kernels.CPU_BLOCKS
         self.prog = Program()
         self.env: dict[fx.Node, object] = {}
@@ -263,9 +265,15 @@ class Lowering(Reductions):
             if self._wide():
                 # past 2**31 elements int32 index arithmetic wraps: start it in int64
                 kk.source = re.sub(r"tl\.program_id\((\d)\)", r"tl.program_id(\1).to(tl.int64)", kk.source)
+            self._apply_tuning(kk)
             self.prog.body.append(kk.launch())
             self.prog.kernels.append(kk)
         self.emitted.add(buf)
+
+    def _apply_tuning(self, k: kernels.Kernel) -> None:
+        choice = self.tuning.as_dict().get(k.name) if self.tuning and k.configs else None
+        if choice is not None:
+            k.choose(choice, self.tuning.device_name)
 
     def flush_expr(self, *exprs: ir.Expr) -> None:
         for e in exprs:

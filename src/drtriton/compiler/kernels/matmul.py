@@ -1,12 +1,20 @@
-"""Matrix products: tiled ``tl.dot`` (fp32, ``ieee``), narrow and skinny tiles, batches beyond
-the grid limit; the tile helpers are shared with the convolutions."""
+"""Matrix products: tiled ``tl.dot`` (fp32 accuracy: ``tf32x3`` tensor-core products on GPUs,
+``ieee`` in the interpreter), narrow and skinny tiles, batches beyond the grid limit; the tile
+helpers are shared with the convolutions."""
 
 from __future__ import annotations
 
 from drtriton.compiler import ir
 from drtriton.compiler.kernels import writer
 from drtriton.compiler.kernels.pointwise import POINTWISE_CONFIGS
-from drtriton.compiler.kernels.writer import Kernel, Writer, finish_1d, next_pow2, tune_config
+from drtriton.compiler.kernels.writer import (
+    Kernel,
+    TuneConfig,
+    Writer,
+    finish_1d,
+    next_pow2,
+    tune_config,
+)
 
 
 def _mm_consts(w: Writer, M: int, N: int, K: int):
@@ -16,18 +24,24 @@ def _mm_consts(w: Writer, M: int, N: int, K: int):
     return bm, bn, bk
 
 
-def _mm_tune(M: int, N: int, K: int) -> list[str]:
-    cands = [(32, 32, 32, 4), (64, 64, 32, 4), (128, 64, 32, 8), (64, 128, 32, 8), (128, 128, 32, 8),
-             # one narrow side (N or M under 16, e.g. a (398 x 548) @ (548 x 12) bmm that ran at
-             # 0.08x cuBLAS with 32 x 32 x 32 tiles): tall tiles, longer K steps
-             (128, 16, 64, 4), (16, 128, 64, 4)]
+# (BM, BN, BK, warps, stages). The large tiles feed Hopper's tensor cores (3xTF32 makes three
+# products per tile, so the kernel is bound by loads unless tiles are large and pipelined: the
+# Triton matmul tutorial's Hopper configs are 128 x 128 and 128 x 256 with 3-4 stages).
+MM_TILES = ((32, 32, 32, 4, 3), (64, 64, 32, 4, 4), (128, 64, 32, 4, 4), (64, 128, 32, 4, 4),
+            (128, 128, 32, 8, 3), (128, 256, 32, 8, 3), (256, 128, 32, 8, 3),
+            # one narrow side (N or M under 16, e.g. a (398 x 548) @ (548 x 12) bmm that ran at
+            # 0.08x cuBLAS with 32 x 32 x 32 tiles): tall tiles, longer K steps
+            (128, 16, 64, 4, 3), (16, 128, 64, 4, 3))
+
+
+def _mm_tune(M: int, N: int, K: int) -> list[TuneConfig]:
     out = []
-    for bm, bn, bk, wp in cands:
+    for bm, bn, bk, wp, stages in MM_TILES:
         if bm > max(16, next_pow2(M)) * 2 or bn > max(16, next_pow2(N)) * 2:
             continue
         if (bn == 16 and N > 16) or (bm == 16 and M > 16):  # narrow tiles for narrow sides only
             continue
-        out.append(tune_config({"BM": bm, "BN": bn, "BK": bk}, wp))
+        out.append(tune_config({"BM": bm, "BN": bn, "BK": bk}, wp, stages))
     return out or [tune_config({"BM": 32, "BN": 32, "BK": 32}, 4)]
 
 
@@ -60,8 +74,25 @@ def flat_tile_ids(w: Writer, M: int) -> None:
     w.line("rn = (tl.program_id(0) // tiles_m) * BN + tl.arange(0, BN)")
 
 
+GROUP_ROWS = 8  # row tiles per group of grouped ordering
+
+
+def grouped_tile_ids(w: Writer, M: int, N: int) -> None:
+    """``rm``/``rn`` of a tile launched on axis 0 in grouped order (the Triton matmul tutorial's
+    L2 reuse): programs running together cover a GROUP_ROWS-tall band of row tiles across
+    neighbouring columns, so both operands' tiles are re-read from L2 rather than memory."""
+    w.line(f"tiles_m = tl.cdiv({M}, BM)")
+    w.line(f"per_group = {GROUP_ROWS} * tl.cdiv({N}, BN)")
+    w.line("pid = tl.program_id(0)")
+    w.line(f"first_m = (pid // per_group) * {GROUP_ROWS}")
+    w.line(f"group_rows = tl.minimum(tiles_m - first_m, {GROUP_ROWS})")
+    w.line("rm = (first_m + (pid % per_group) % group_rows) * BM + tl.arange(0, BM)")
+    w.line("rn = ((pid % per_group) // group_rows) * BN + tl.arange(0, BN)")
+
+
 def accumulate_dot(w: Writer, av: str, bv: str, narrow: bool = False) -> None:
-    """``acc += a @ b`` over tiles masked by ``amask``/``bmask``, fp32 (``ieee``), with the padding
+    """``acc += a @ b`` over tiles masked by ``amask``/``bmask``, at fp32 accuracy (``tl.dot``
+    with ``Blocks.dot_precision``: ``tf32x3`` or ``ieee``), with the padding
     lanes zeroed: a fused prologue may map 0 to non-zero (e.g. exp). ``narrow``: fewer than 16
     columns, multiplied and summed without ``tl.dot``, which would pad them to 16. The product is
     laid out [BM, BN, BK] and summed over its last axis: Triton's combine pass rewrites the
@@ -72,7 +103,7 @@ def accumulate_dot(w: Writer, av: str, bv: str, narrow: bool = False) -> None:
     if narrow:
         w.line(f"acc += tl.sum({a}[:, None, :] * tl.trans({b})[None, :, :], 2)")
     else:
-        w.line(f'acc += tl.dot({a}, {b}, input_precision="ieee")')
+        w.line(f'acc += tl.dot({a}, {b}, input_precision="{w.blocks.dot_precision}")')
 
 
 NARROW_TILE_ELEMS = 8192  # BM * BK * BN of a narrow (broadcast-and-sum) tile: registers bound it
@@ -126,8 +157,11 @@ def matmul(w: Writer, a: ir.Expr, b: ir.Expr, out: str) -> Kernel:
     narrow = N < NARROW_MATMUL_N
     B = ir.numel(tuple(batch))
     w.constexprs = ["BM", "BN", "BK"]
-    w.line("rm = tl.program_id(0) * BM + tl.arange(0, BM)")
-    w.line("rn = tl.program_id(1) * BN + tl.arange(0, BN)")
+    if narrow:
+        w.line("rm = tl.program_id(0) * BM + tl.arange(0, BM)")
+        w.line("rn = tl.program_id(1) * BN + tl.arange(0, BN)")
+    else:
+        grouped_tile_ids(w, M, N)
     # CUDA caps grid axis 2 at 65535: larger batches loop, each program taking every
     # num_programs(2)-th batch (a GPU-scale matmul of 5740 x 5957 batches failed to launch).
     grid_b = min(B, writer.MAX_GRID_Z)
@@ -141,7 +175,7 @@ def matmul(w: Writer, a: ir.Expr, b: ir.Expr, out: str) -> Kernel:
         w.store(out, lin, "acc", "cmask", (*batch, M, N))
     if narrow:
         return finish_narrow(w, M, N, K, grid_b, K, LONG_K_STEPS)
-    return finish_tiles(w, M, N, K, grid_b)
+    return finish_tiles(w, M, N, K, grid_b, flat=True)
 
 
 def folded_tiles(w: Writer, a: ir.Expr, b: ir.Expr, out: str) -> Kernel:
@@ -154,13 +188,12 @@ def folded_tiles(w: Writer, a: ir.Expr, b: ir.Expr, out: str) -> Kernel:
     N = b.shape[-1]
     rows = ir.numel(tuple(batch)) * M
     w.constexprs = ["BM", "BN", "BK"]
-    w.line("rm = tl.program_id(0) * BM + tl.arange(0, BM)")
-    w.line("rn = tl.program_id(1) * BN + tl.arange(0, BN)")
+    grouped_tile_ids(w, rows, N)
     ridx = w.delinearize("rm[:, None]", (*batch, M))
     _k_loop(w, a, b, ridx, ["0"] * len(batch), rows, K, N)
     lin = w.tmp(f"rm[:, None] * {N} + rn[None, :]", "o")
     w.store(out, lin, "acc", "cmask", (*batch, M, N))
-    return finish_tiles(w, rows, N, K, 1)
+    return finish_tiles(w, rows, N, K, 1, flat=True)
 
 
 def _k_loop(w: Writer, a: ir.Expr, b: ir.Expr, a_rows: list[str], b_batch: list[str], rows: int,
