@@ -47,14 +47,17 @@ def measure_choices(candidate: str, reference: str, device: str = "cuda") -> Tun
     inputs = make_inputs(program, TUNING_SEED, device)
     with torch.no_grad():
         as_output_tuple(model(*inputs))
-    torch.cuda.synchronize(device)
+    on_gpu = torch.device(device).type == "cuda"
+    if on_gpu:
+        torch.cuda.synchronize(device)
     choices = []
     for name, value in vars(module).items():
         if isinstance(value, Autotuner) and getattr(value, "best_config", None) is not None:
             chosen = [i for i, c in enumerate(value.configs) if c is value.best_config]
             if chosen:
                 choices.append((name, chosen[0]))
-    return Tuning(torch.cuda.get_device_name(device), tuple(sorted(choices)))
+    name = torch.cuda.get_device_name(device) if on_gpu else str(device)
+    return Tuning(name, tuple(sorted(choices)))
 
 
 def _import_file(source: str):

@@ -4,6 +4,8 @@ helpers are shared with the convolutions."""
 
 from __future__ import annotations
 
+import torch
+
 from drtriton.compiler import ir
 from drtriton.compiler.kernels import writer
 from drtriton.compiler.kernels.pointwise import POINTWISE_CONFIGS
@@ -90,20 +92,30 @@ def grouped_tile_ids(w: Writer, M: int, N: int) -> None:
     w.line("rn = ((pid % per_group) // group_rows) * BN + tl.arange(0, BN)")
 
 
-def accumulate_dot(w: Writer, av: str, bv: str, narrow: bool = False) -> None:
+def accumulate_dot(w: Writer, av: str, bv: str, narrow: bool = False,
+                   loaded: tuple[bool, bool] = (False, False)) -> None:
     """``acc += a @ b`` over tiles masked by ``amask``/``bmask``, at fp32 accuracy (``tl.dot``
-    with ``Blocks.dot_precision``: ``tf32x3`` or ``ieee``), with the padding
-    lanes zeroed: a fused prologue may map 0 to non-zero (e.g. exp). ``narrow``: fewer than 16
-    columns, multiplied and summed without ``tl.dot``, which would pad them to 16. The product is
-    laid out [BM, BN, BK] and summed over its last axis: Triton's combine pass rewrites the
-    [BM, BK, BN] sum over axis 1 into a ``tt.dot`` with TF32 inputs (triton 3.6 and 3.7), which the
-    hardened judge rejects."""
-    a = w.tmp(f"tl.where(amask, {av}, 0.0).to(tl.float32)", "a")
-    b = w.tmp(f"tl.where(bmask, {bv}, 0.0).to(tl.float32)", "b")
+    with ``Blocks.dot_precision``: ``tf32x3`` or ``ieee``), with the padding lanes zeroed: a
+    fused prologue may map 0 to non-zero (e.g. exp). ``loaded``: the operand is a plain fp32 load
+    under its mask (``other=0``), already zero there; it goes to the dot as loaded, which lets
+    Triton copy it asynchronously to shared memory. ``narrow``: fewer than 16 columns,
+    multiplied and summed without ``tl.dot``, which would pad them to 16. The product is laid
+    out [BM, BN, BK] and summed over its last axis: Triton's combine pass rewrites the
+    [BM, BK, BN] sum over axis 1 into a ``tt.dot`` with TF32 inputs (triton 3.6 and 3.7), whose
+    error the judge's precision parity rejects."""
+    a = av if loaded[0] else w.tmp(f"tl.where(amask, {av}, 0.0).to(tl.float32)", "a")
+    b = bv if loaded[1] else w.tmp(f"tl.where(bmask, {bv}, 0.0).to(tl.float32)", "b")
     if narrow:
         w.line(f"acc += tl.sum({a}[:, None, :] * tl.trans({b})[None, :, :], 2)")
     else:
         w.line(f'acc += tl.dot({a}, {b}, input_precision="{w.blocks.dot_precision}")')
+
+
+def plain_load(e: ir.Expr) -> bool:
+    """An fp32 buffer read with nothing computed on it whose tile varies along both of its
+    axes (a matrix operand's last two dims; see ``accumulate_dot``'s ``loaded``)."""
+    return (isinstance(e, ir.Load) and e.dtype == torch.float32
+            and all(s != 0 and n != 1 for s, n in zip(e.strides[-2:], e.shape[-2:], strict=True)))
 
 
 NARROW_TILE_ELEMS = 8192  # BM * BK * BN of a narrow (broadcast-and-sum) tile: registers bound it
@@ -207,7 +219,7 @@ def _k_loop(w: Writer, a: ir.Expr, b: ir.Expr, a_rows: list[str], b_batch: list[
         w.line(f"bmask = (rk[:, None] < {K}) & (rn[None, :] < {N})")
         av = w.ev(a, [*a_rows, "rk[None, :]"], "amask")
         bv = w.ev(b, [*b_batch, "rk[:, None]", "rn[None, :]"], "bmask")
-        accumulate_dot(w, av, bv, narrow=narrow)
+        accumulate_dot(w, av, bv, narrow=narrow, loaded=(plain_load(a), plain_load(b)))
     w.line(f"cmask = (rm[:, None] < {rows}) & (rn[None, :] < {N})")
 
 

@@ -40,6 +40,12 @@ def _min_combine(a, b):
 }
 
 
+def _spans_tile(terms: list[str]) -> bool:
+    """Whether offset terms cover both axes of a 2-D tile (rows ``[:, None]``, columns
+    ``[None, :]``), so that their sum already has the tile's shape."""
+    return any("[:, None]" in t for t in terms) and any("[None, :]" in t for t in terms)
+
+
 def next_pow2(n: int) -> int:
     p = 1
     while p < n:
@@ -267,6 +273,12 @@ class Writer:
                 k, lin = tail
                 offs = " + ".join([t for t in per_dim[:k] if t] + [lin] + offset)
                 return f"tl.load({p} + {offs}, mask={mask}, other=0)"
+            if _spans_tile(terms):
+                # a 2-D tile's offsets as they are: Triton sees their contiguity (vectorised,
+                # asynchronous copies a tensor-core dot is fed from); where() would hide it, and
+                # masked lanes are never read (on an H200 a 4096^3 3xTF32 dot ran 34 TFLOP/s fed
+                # through where(), 55 without)
+                return f"tl.load({p} + {' + '.join(terms)}, mask={mask}, other=0)"
             # where(): the offset takes the mask's block shape even when every index is a
             # scalar (batch or group ids), and masked lanes never form an out-of-range address
             return f"tl.load({p} + tl.where({mask}, {' + '.join(terms)}, 0), mask={mask}, other=0)"

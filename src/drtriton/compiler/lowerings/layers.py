@@ -29,6 +29,25 @@ def reread_input(L: Lowering, x: ir.Expr, reads_per_element: float) -> ir.Expr:
     return L.materialize(x)
 
 
+TENSOR_CORE_MIN = 32  # M, N and K from which a GPU matmul reads K-major operands
+
+
+def k_major(L: Lowering, a: ir.Expr, b: ir.Expr) -> tuple[ir.Expr, ir.Expr]:
+    """Operands of a tensor-core matmul with K contiguous: Hopper's fp32 (TF32) wgmma reads both
+    from shared memory K-major, and Triton routes other layouts through a slower path (on an H200
+    a 3xTF32 8192 x 768 x 2304 product ran 0.36 ms with B K-major, 0.83 ms N-major). A plain
+    buffer read in another order is copied first (one pass over the operand); computed operands
+    are formed in registers anyway."""
+    M, K, N = a.shape[-2], a.shape[-1], b.shape[-1]
+    if L.blocks.dot_precision == "ieee" or min(M, N, K) < TENSOR_CORE_MIN:
+        return a, b
+    if isinstance(a, ir.Load) and a.strides[-1] != 1:
+        a = L.materialize(ir.view(a, a.shape, tuple((d, 0, 1) for d in range(len(a.shape)))))
+    if isinstance(b, ir.Load) and b.strides[-2] != 1:
+        b = ir.transpose(L.materialize(ir.transpose(b, -2, -1)), -2, -1)
+    return a, b
+
+
 def matmul(L: Lowering, a, b) -> ir.Expr:
     a, b = _f(L.t(a)), _f(L.t(b))
     squeeze_a = len(a.shape) == 1
@@ -40,6 +59,7 @@ def matmul(L: Lowering, a, b) -> ir.Expr:
     if L.config.mode == "strict":  # before broadcasting, so that a batch-broadcast stays a view
         a = reread_input(L, a, max(1.0, b.shape[-1] / _TILE))
         b = reread_input(L, b, max(1.0, a.shape[-2] / _TILE))
+        a, b = k_major(L, a, b)
     batch = ir.broadcast_shapes(a.shape[:-2], b.shape[:-2])
     a = ir.broadcast_to(a, batch + a.shape[-2:])
     b = ir.broadcast_to(b, batch + b.shape[-2:])
