@@ -209,3 +209,36 @@ def test_a_tuning_outside_the_program_or_its_spaces_is_refused():
         compile_program(src, config, Tuning("gpu", (("k0_conv2d", 99),)))
     with pytest.raises(ValueError, match="has not: .'k7_other'"):
         compile_program(src, config, Tuning("gpu", (("k7_other", 0),)))
+
+
+TENSOR_CORE_BODIES = [
+    # (body, input shapes): operand layouts and convolution forms of the GPU's tensor-core path
+    ("return torch.matmul(a, b)", [(40, 48), (48, 36)]),  # B N-major: copied K-major first
+    ("return torch.matmul(a.t(), b)", [(48, 40), (48, 36)]),  # A M-major
+    ("return torch.bmm(a, b.transpose(1, 2))", [(2, 33, 40), (2, 35, 40)]),
+    ("return F.conv2d(a, b, padding=1)", [(2, 16, 7, 6), (32, 16, 3, 3)]),
+    ("return F.conv2d(a, b, stride=2, dilation=2, padding=3)", [(2, 20, 9, 9), (16, 20, 3, 2)]),
+    ("return F.conv2d(a, b, groups=2)", [(2, 32, 6, 6), (32, 16, 3, 3)]),
+    ("return F.conv1d(torch.relu(a), b, padding=2)", [(3, 24, 11), (17, 24, 5)]),
+    ("return F.conv3d(a, b, stride=(1, 2, 1))", [(1, 16, 4, 5, 6), (16, 16, 2, 2, 3)]),
+    ("return F.conv2d(a, b) * 2 + 1", [(2, 40, 5, 5), (24, 40, 1, 1)]),
+]
+
+
+@pytest.mark.parametrize("pick", [0, -1])
+@pytest.mark.parametrize(("body", "shapes"), TENSOR_CORE_BODIES)
+def test_gpu_tensor_core_operands_are_k_major_and_correct(body, shapes, pick, monkeypatch):
+    """GPU matmuls and convolutions with 16 or more channels per group read K-major plain loads
+    (channels-last inputs, tap-major weights) and feed them to 3xTF32 dots as loaded."""
+    from compiler_cases.harness import program
+
+    src = program(body, shapes)
+    candidate = compile_program(src, CompilerConfig(device="cuda"))
+    assert 'input_precision="tf32x3"' in candidate
+    if "conv" in body:
+        assert "chunks = tl.cdiv(" in candidate  # the channels-last kernel
+    monkeypatch.setattr(triton, "autotune", _fixed_autotune(pick))
+    want, got = run_pair(src, candidate)
+    for w, g in zip(want, got, strict=True):
+        assert w.shape == g.shape
+        torch.testing.assert_close(g, w, atol=1e-4, rtol=1e-4)

@@ -90,7 +90,8 @@ def _compile(pool, source: str, mode: str, target: str) -> tuple[str, dict]:
     """The compiler's candidate, captured (and on a GPU tuned) in a sandboxed child, and a note
     of its tuning for the row."""
     result = pool.call(source, "drtriton.compiler.convert:compile_in_child",
-                       {"mode": mode, "device": target}, phase="compiler capture")
+                       {"mode": mode, "device": target}, phase="compiler capture",
+                       exclusive=target == "cuda")  # it tunes: timings must not share the GPU
     if "error" in result:
         raise ValueError(result["error"])
     tuned = result.get("tuning", {}).get("choices", {})

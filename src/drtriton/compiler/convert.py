@@ -83,7 +83,8 @@ def convert(program: str, out: str | None = None, device: str = "auto", mode: st
         config = JudgeConfig(mode=mode, device=dev, jobs_per_gpu=1, **(judge_options or {}))
         with JudgePool(config, workers=1) as pool:
             result = pool.call(source, "drtriton.compiler.convert:compile_in_child",
-                               {"mode": mode, "device": dev}, phase="compiler capture")
+                               {"mode": mode, "device": dev}, phase="compiler capture",
+                               exclusive=dev == "cuda")  # tuning times kernels
             if "error" in result:
                 echo(f"error: {program}: {result['error']}")
                 return 2

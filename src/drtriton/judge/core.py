@@ -172,17 +172,19 @@ def check_reference_source(source: str) -> None:
 @contextlib.contextmanager
 def _reference_job(
     kind: str, source: str, fields: dict, config: JudgeConfig, slot: Slot, box: Sandbox,
-    what: str,
+    what: str, exclusive: bool = False,
 ) -> Iterator[tuple[dict, torch.Tensor | None]]:
     """Run a job over the (untrusted) reference in a child of ``box`` under the reference's time
     limit; yield its report and the outputs it sent, or raise ``InvalidReferenceError`` (prefixed by
-    ``what``) naming the phase that failed. The directory is removed afterwards."""
+    ``what``) naming the phase that failed. ``exclusive``: the GPU is the child's alone (it
+    times something). The directory is removed afterwards."""
     check_reference_source(source)
     work = Path(tempfile.mkdtemp(prefix=f"{kind}-", dir=box.scratch))
     try:
         job_dir = work / kind
         _write_job(job_dir, {**_job_spec(kind, config, slot), **fields}, source, {})
-        with slot.gpu.shared(), _outputs(job_dir, slot) as channel:
+        lock = slot.gpu.exclusive() if exclusive else slot.gpu.shared()
+        with lock, _outputs(job_dir, slot) as channel:
             result = box.run(str(job_dir), config.reference_timeout_s, str(work / "cache"))
         report = _read_report(job_dir)
         if result.timed_out or result.memory_killed or result.server_lost or report is None:
@@ -226,13 +228,15 @@ def run_reference(
 
 def run_call(
     source: str, function: str, arguments: dict, config: JudgeConfig, slot: Slot, box: Sandbox,
-    phase: str,
+    phase: str, exclusive: bool = False,
 ) -> dict:
     """``function(source, **arguments)`` (project code, "module:name") in a child of ``box``,
     bounded by ``config.reference_timeout_s``: for work that runs a user's reference, such as
-    the compiler's capture. Raises ``InvalidReferenceError`` naming the phase that failed."""
+    the compiler's capture. ``exclusive``: it times something (convert-time tuning), so nothing
+    else runs on its GPU meanwhile. Raises ``InvalidReferenceError`` naming the phase that
+    failed."""
     fields = {"function": function, "arguments": arguments, "phase": phase}
-    with _reference_job("call", source, fields, config, slot, box, "") as (report, _):
+    with _reference_job("call", source, fields, config, slot, box, "", exclusive) as (report, _):
         return report["result"]
 
 

@@ -74,11 +74,14 @@ class JudgePool:
         slot = self._slot(next(self._next))
         return judge_pair(reference_source, candidate_source, self.config, slot)
 
-    def call(self, reference_source: str, function: str, arguments: dict, phase: str) -> dict:
-        """Run project code over an untrusted reference in a sandbox (``core.run_call``)."""
+    def call(self, reference_source: str, function: str, arguments: dict, phase: str,
+             exclusive: bool = False) -> dict:
+        """Run project code over an untrusted reference in a sandbox (``core.run_call``);
+        ``exclusive``: alone on its GPU, for code that times something."""
         slot = self._slot(next(self._next))
         with slot.sandbox() as box:
-            return run_call(reference_source, function, arguments, self.config, slot, box, phase)
+            return run_call(reference_source, function, arguments, self.config, slot, box, phase,
+                            exclusive)
 
     def verify_group(
         self,

@@ -12,6 +12,7 @@ from drtriton.compiler.kernels.matmul import (
     finish_narrow,
     finish_tiles,
     flat_tile_ids,
+    grouped_tile_ids,
     narrow_width,
 )
 from drtriton.compiler.kernels.pointwise import POINTWISE_CONFIGS
@@ -100,6 +101,53 @@ def conv(w: Writer, x: ir.Expr, wt: ir.Expr, spec: ConvSpec, out: str) -> Kernel
     if narrow_width(ocg):
         return finish_narrow(w, M, ocg, K, G, loop_k=K)
     return finish_tiles(w, M, ocg, K, G)
+
+
+def conv_channels_last(w: Writer, x: ir.Expr, wt: ir.Expr, spec: ConvSpec, out: str) -> Kernel:
+    """Direct convolution as an implicit GEMM fed to tensor cores: ``x`` is the input read
+    channels-last (N, *in, C) and ``wt`` the weight read tap-major (*k, OC, C/G), both K-major
+    plain loads. One loop runs over (tap, BK channels of the group) steps, so each A tile is
+    [output positions x contiguous channels] and each B tile [contiguous channels x output
+    channels], and the loop is long enough to pipeline. On an H200 the channel-first form (taps
+    and channels delinearized from one index, positions contiguous) ran ResNet-50's 3x3
+    convolutions at 0.27-0.37x cuDNN."""
+    nb, *ins, cin = x.shape
+    _, oc, *outs = spec.out_shape
+    G = spec.groups
+    ksz = tuple(wt.shape[:-2])
+    cg, ocg = cin // G, oc // G
+    M, P = nb * ir.numel(tuple(outs)), ir.numel(tuple(outs))
+    w.constexprs = ["BM", "BN", "BK"]
+    grouped_tile_ids(w, M, ocg)
+    w.line("g = tl.program_id(2)")
+    midx = w.delinearize("rm", (nb, *outs))
+    w.line(f"oc = g * {ocg} + rn")
+    w.line("acc = tl.zeros([BM, BN], dtype=tl.float32)")
+    w.line(f"bcols = rn[None, :] < {ocg}")
+    w.line(f"chunks = tl.cdiv({cg}, BK)")
+    with w.block(f"for t in range(0, {ir.numel(ksz)} * chunks):"):
+        w.line("ck = (t % chunks) * BK + tl.arange(0, BK)")
+        taps = w.delinearize("(t // chunks)", ksz)
+        valid, pos = [f"(rm[:, None] < {M})"], []
+        for j, size in enumerate(ins):
+            o = f"{midx[1 + j]}[:, None]" if midx[1 + j] != "0" else "0"
+            s, p, d = spec.stride[j], spec.padding[j], spec.dilation[j]
+            q = w.tmp(f"{o} * {s} + {taps[j]} * {d} - {p}", "q")
+            if p > 0 or (outs[j] - 1) * s + (ksz[j] - 1) * d - p >= size:
+                valid.append(f"({q} >= 0) & ({q} < {size})")
+            pos.append(q)
+        w.line(f"amask = {' & '.join(valid)} & (ck[None, :] < {cg})")
+        w.line(f"bmask = (ck[:, None] < {cg}) & bcols")
+        n0 = f"{midx[0]}[:, None]" if midx[0] != "0" else "0"
+        av = w.ev(x, [n0, *pos, f"g * {cg} + ck[None, :]"], "amask")
+        bv = w.ev(wt, [*taps, "oc[None, :]", "ck[:, None]"], "bmask")
+        accumulate_dot(w, av, bv, loaded=(True, True))
+    w.line(f"cmask = (rm[:, None] < {M}) & bcols")
+    n_ = f"({midx[0]})" if midx[0] != "0" else "0"
+    lin = w.tmp(f"{n_}[:, None] * {oc * P} + oc[None, :] * {P} + (rm % {P})[:, None]"
+                if midx[0] != "0" else f"oc[None, :] * {P} + (rm % {P})[:, None]", "o")
+    w.store(out, lin, "acc", "cmask", spec.out_shape)
+    return finish_tiles(w, M, ocg, cg * ir.numel(ksz), G, loop_k=cg, flat=True)
 
 
 def conv_transpose_phased(w: Writer, x: ir.Expr, wt: ir.Expr, spec: ConvSpec, out: str) -> Kernel:

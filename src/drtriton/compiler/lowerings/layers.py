@@ -190,14 +190,35 @@ def conv(L: Lowering, nsp: int, x, weight, bias, stride, padding, dilation, grou
         overlap = ir.numel(ksz) * ir.numel(outs) / ir.numel(ins)
         if transposed:
             overlap /= ir.numel(stride)  # the phased kernel skips the taps that miss the input
-        x = reread_input(L, x, max(1.0, overlap) * -(-(oc // int(groups)) // _TILE))
+        if _channels_last(L, x, weight, spec):
+            nd = len(x.shape)
+            x = L.materialize(ir.permute(x, (0, *range(2, nd), 1)))
+            weight = L.materialize(ir.permute(weight, (*range(2, nd), 0, 1)))
+            make = kernels.conv_channels_last
+        else:
+            x = reread_input(L, x, max(1.0, overlap) * -(-(oc // int(groups)) // _TILE))
+            make = kernels.conv
         L.flush_expr(x, weight)
-        out = L.kernel(lambda w, o, x=x, wt=weight: kernels.conv(w, x, wt, spec, o), shape, torch.float32)
+        out = L.kernel(lambda w, o, x=x, wt=weight: make(w, x, wt, spec, o), shape, torch.float32)
     if bias is not None:
         out = ir.op("add", out, _channel(L.t(bias), len(shape)))
     if unbatched:
         out = ir.reshape(out, shape[1:])
     return out
+
+
+CHANNELS_LAST_MIN = 16  # input and output channels per group from which a GPU convolution
+# runs channels-last on tensor cores (tl.dot's smallest tile side)
+
+
+def _channels_last(L: Lowering, x: ir.Expr, weight: ir.Expr, spec: kernels.ConvSpec) -> bool:
+    """Whether a convolution runs as :func:`kernels.conv_channels_last`: on GPUs (tensor-core
+    dots), not transposed, with enough channels per group for dot tiles. Its input and weight
+    are copied into channels-last and tap-major order first (one pass over each)."""
+    cg = x.shape[1] // spec.groups
+    ocg = spec.out_shape[1] // spec.groups
+    return (L.blocks.dot_precision != "ieee" and not spec.transposed
+            and min(cg, ocg) >= CHANNELS_LAST_MIN)
 
 
 def _conv_fn(nsp, transposed):
