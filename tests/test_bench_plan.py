@@ -104,3 +104,28 @@ def test_the_cpu_plan_judges_every_program(tmp_path):
     assert {(r["suite"], r["problem"]) for r in rows} == {k[:2] for k in planned_keys(plan)}
     assert all(r["status"] for r in rows)
     print(json.dumps(summary(rows)))
+
+
+def test_the_gpu_plan_loads_on_a_machine_without_or_tools():
+    """A GPU host runs stored programs and never synthesizes: listing the GPU plan's problems
+    must not import OR-Tools (it is not installed there)."""
+    import subprocess
+    import sys
+
+    code = (
+        "import builtins, sys\n"
+        "real = builtins.__import__\n"
+        "def block(name, *a, **k):\n"
+        "    if name.split('.')[0] == 'ortools':\n"
+        "        raise ModuleNotFoundError(\"No module named 'ortools'\")\n"
+        "    return real(name, *a, **k)\n"
+        "builtins.__import__ = block\n"
+        "from drtriton.bench.plan import load_plan, plan_problems\n"
+        "plan = load_plan(sys.argv[1])\n"
+        "print(sum(len(plan_problems(r, cost=False)) for r in plan.runs))\n"
+        "assert 'ortools' not in sys.modules\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code, str(REPO / "benchmarks/plans/gpu.toml")],
+                          capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert int(done.stdout.split()[-1]) >= 60

@@ -73,9 +73,9 @@ def sample_indices(level: int, num: int, seed: int) -> list[int]:
 
 def synthetic_problems(config: BenchConfig) -> list[Problem]:
     """Held-out synthetic programs: from ``config.programs`` or synthesized now."""
-    from drtriton.synth import SynthConfig, read_jsonl, synthesize_one
-
     if config.programs:
+        from drtriton.synth.records import read_jsonl  # no OR-Tools needed to read them
+
         stored = read_jsonl(config.programs)
         records = [
             p
@@ -83,6 +83,8 @@ def synthetic_problems(config: BenchConfig) -> list[Problem]:
             for p in [q for q in stored if q.level == level][: config.num]
         ]
     else:
+        from drtriton.synth import SynthConfig, synthesize_one
+
         records = []
         for level in config.levels:
             synth = SynthConfig(level=level, num=1, seed=config.seed, scale=config.scale)

@@ -13,17 +13,18 @@ Layout: ``shapes`` (scales, ``ShapeBuilder``, ``OpSpec``), ``catalogue`` (the op
 rules). Run ``python -m drtriton.ops`` to print the catalogue.
 """
 
-from drtriton.ops.catalogue import OP_NAMES, OPS, get_op
-from drtriton.ops.shapes import (
-           SCALES,
-           Applied,
-           Dim,
-           OpSpec,
-           ScaleLimits,
-           ShapeBuilder,
-           TensorVar,
-           Value,
-)
+import importlib
 
-__all__ = ["OPS", "OP_NAMES", "SCALES", "Applied", "Dim", "OpSpec", "ScaleLimits", "ShapeBuilder",
-           "TensorVar", "Value", "get_op"]
+# Names resolve on first use (PEP 562): ``catalogue`` and ``shapes`` need OR-Tools, and a machine
+# that only reads stored programs (a benchmark on a GPU host) imports ``drtriton.ops.scales``.
+_HOMES = {"OPS": "catalogue", "OP_NAMES": "catalogue", "get_op": "catalogue",
+          "SCALES": "scales", "ScaleLimits": "scales", "Applied": "shapes", "Dim": "shapes",
+          "OpSpec": "shapes", "ShapeBuilder": "shapes", "TensorVar": "shapes", "Value": "shapes"}
+
+__all__ = sorted(_HOMES)
+
+
+def __getattr__(name: str):
+    if name not in _HOMES:
+        raise AttributeError(f"module 'drtriton.ops' has no attribute {name!r}")
+    return getattr(importlib.import_module(f"drtriton.ops.{_HOMES[name]}"), name)

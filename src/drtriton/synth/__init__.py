@@ -19,27 +19,20 @@ Layout: ``records`` (config, JSONL records), ``dag`` (operators, DAG, CP-SAT sha
 Run: ``drtriton synth --level 5 --num 100 --scale small --out programs.jsonl``.
 """
 
-from drtriton.synth.dag import _Draft, draw_program, level_ops
-from drtriton.synth.driver import (
-    OPS_REDRAW_EVERY,
-    iter_synthesize,
-    program_rng,
-    synthesize,
-    synthesize_one,
-)
-from drtriton.synth.filters import check_program
-from drtriton.synth.records import (
-    MAX_LEVEL,
-    SynthConfig,
-    SynthError,
-    SynthProgram,
-    SynthResult,
-    read_jsonl,
-    write_jsonl,
-)
+import importlib
 
-__all__ = [
-    "MAX_LEVEL", "OPS_REDRAW_EVERY", "SynthConfig", "SynthError", "SynthProgram", "SynthResult",
-    "_Draft", "check_program", "draw_program", "iter_synthesize", "level_ops", "program_rng",
-    "read_jsonl", "synthesize", "synthesize_one", "write_jsonl",
-]
+# Names resolve on first use (PEP 562): ``dag``, ``driver`` and ``filters`` need OR-Tools, and
+# reading stored programs (``records``) must not.
+_HOMES = {"_Draft": "dag", "draw_program": "dag", "level_ops": "dag",
+          "OPS_REDRAW_EVERY": "driver", "iter_synthesize": "driver", "program_rng": "driver",
+          "synthesize": "driver", "synthesize_one": "driver", "check_program": "filters",
+          **{n: "records" for n in ("MAX_LEVEL", "SynthConfig", "SynthError", "SynthProgram",
+                                    "SynthResult", "read_jsonl", "write_jsonl")}}
+
+__all__ = sorted(_HOMES)
+
+
+def __getattr__(name: str):
+    if name not in _HOMES:
+        raise AttributeError(f"module 'drtriton.synth' has no attribute {name!r}")
+    return getattr(importlib.import_module(f"drtriton.synth.{_HOMES[name]}"), name)

@@ -8,7 +8,7 @@ from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from drtriton.ops import SCALES
+from drtriton.ops.scales import SCALES
 
 MAX_LEVEL = 64
 
