@@ -197,34 +197,6 @@ def _l20_pool_text() -> str:
             "`benchmarks/programs/synthetic_gpu_heldout_l20.jsonl`")
 
 
-def gpu_compiler_block() -> str | None:
-    """Per-level summaries of the H200 runs of `drtriton bench` (the README's table)."""
-    rows = _gpu_rows(COMPILER_RUNS)
-    if not rows:
-        return None
-    summary = _compiler_summary(rows)
-    env_text = _env_text(rows) or "NVIDIA H200, torch 2.11.0+cu130, triton 3.6.0"
-    return (markdown_table(summary, list(summary[0])) + f"\n\n_{env_text}; {_coverage(rows)}; "
-            "generated from `benchmarks/results/gpu/*.rows.jsonl`._")
-
-
-def _compiler_summary(rows: list[dict]) -> list[dict]:
-    from drtriton.bench import summarize
-
-    summary = []
-    for mode in ("strict", "hybrid"):
-        for level in sorted({r["level"] for r in rows}):
-            part = [r for r in rows if r["mode"] == mode and r["level"] == level]
-            if part:
-                s = summarize(part)
-                summary.append({"mode": mode, "level": level, "problems": s["problems"],
-                                "correct": s["correct"], "geomean_vs_eager": _fmt(s["geomean_eager"]),
-                                "geomean_vs_compile": _fmt(s["geomean_compile"]),
-                                "fast_1_eager": _fmt(s["fast_1_eager"]),
-                                "fast_1_compile": _fmt(s["fast_1_compile"])})
-    return summary
-
-
 def gpu_compiler_rows_block() -> str | None:
     """Per-problem rows and plots of the H200 runs of `drtriton bench` (docs/compiler.md)."""
     rows = _gpu_rows(COMPILER_RUNS)
@@ -414,6 +386,36 @@ def plan_block(name: str) -> str:
             f"{first['commit']}, {first['date'][:10]}; generated from {where}._")
 
 
+def plan_rows_block(name: str) -> str | None:
+    """Per-program rows of the latest complete run of a plan of heavy ops: time against the
+    vendor library (eager) and torch.compile, throughput, and the error against the float64
+    oracle as a multiple of the fp32 reference's own."""
+    from drtriton.bench.plan import latest_complete, load_plan, planned_keys, read_rows
+
+    plan = load_plan(PLANS / f"{name}.toml")
+    rows = latest_complete(read_rows(plan.results_path()), planned_keys(plan))
+    if not rows:
+        return None
+    table = []
+    for r in rows:
+        ok = r["status"] == "correct"
+        err = r.get("oracle_err")
+        ref = r.get("reference_oracle_err")
+        table.append({
+            "problem": r["problem"], "family": r.get("family", ""), "status": r["status"],
+            "runtime_ms": _fmt(r.get("runtime_ms")), "eager_ms": _fmt(r.get("eager_ms")),
+            "vs_eager": _fmt(r.get("speedup_eager")), "vs_compile": _fmt(r.get("speedup_compile")),
+            "tflops": _fmt(r["flops"] / r["runtime_ms"] / 1e9) if ok and r.get("flops") else "-",
+            "eager_tflops": (_fmt(r["flops"] / r["eager_ms"] / 1e9)
+                             if r.get("eager_ms") and r.get("flops") else "-"),
+            "err_over_ref": _fmt(err / ref) if err is not None and ref else "-"})
+    first = min(rows, key=lambda r: r["date"])
+    where = f"`{plan.results_path().relative_to(ROOT)}`"
+    return (markdown_table(table, list(table[0]))
+            + f"\n\n_{first['device']}, torch {first['torch']}, triton {first['triton']}, commit "
+            f"{first['commit']}, {first['date'][:10]}; generated from {where}._")
+
+
 def _plan_plot(rows: list[dict], path: Path) -> None:
     """Speedup distributions against eager and torch.compile, per suite and mode."""
     import matplotlib
@@ -426,7 +428,7 @@ def _plan_plot(rows: list[dict], path: Path) -> None:
     for ax, key in zip(axes, ("speedup_eager", "speedup_compile"), strict=True):
         data = [[r[key] for r in rows if (r["suite"], r["mode"]) == g and r["status"] == "correct"
                  and r.get(key)] for g in groups]
-        ax.boxplot([d or [float("nan")] for d in data], labels=[f"{s}\n{m}" for s, m in groups])
+        ax.boxplot([d or [float("nan")] for d in data], tick_labels=[f"{s}\n{m}" for s, m in groups])
         ax.set_yscale("log")
         ax.axhline(1.0, color="grey", lw=0.8)
         ax.set_title(key.replace("_", " vs "))
@@ -438,11 +440,13 @@ def _plan_plot(rows: list[dict], path: Path) -> None:
 def main() -> None:
     # The README holds one table per suite; per-problem rows live in the docs of their stage.
     blocks = {
-        "README.md": [("synth", synth_block), ("gpu_compiler", gpu_compiler_block),
+        "README.md": [("synth", synth_block),
                       ("verdict_cost", verdict_cost_block),
                       ("plan_gpu", lambda: plan_block("gpu")),
+                      ("plan_heavy", lambda: plan_block("heavy")),
                       ("plan_cpu", lambda: plan_block("cpu"))],
-        "docs/compiler.md": [("gpu_compiler_rows", gpu_compiler_rows_block)],
+        "docs/compiler.md": [("gpu_compiler_rows", gpu_compiler_rows_block),
+                             ("plan_heavy_rows", lambda: plan_rows_block("heavy"))],
         "docs/search.md": [("gpu_search", gpu_search_block),
                            ("gpu_recompute", gpu_recompute_block)],
     }
