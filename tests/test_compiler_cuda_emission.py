@@ -242,3 +242,19 @@ def test_gpu_tensor_core_operands_are_k_major_and_correct(body, shapes, pick, mo
     for w, g in zip(want, got, strict=True):
         assert w.shape == g.shape
         torch.testing.assert_close(g, w, atol=1e-4, rtol=1e-4)
+
+
+def test_the_tf32_precision_emits_one_tf32_product_and_fp32_stays_3xtf32():
+    """``precision="tf32"`` (the judge's tf32 preset) trades 3xTF32 for one TF32 product; the
+    interpreter's fp32 emission ignores it; an unknown precision is refused in one line."""
+    from compiler_cases.harness import program
+
+    src = program("return torch.matmul(a, b)", [(40, 48), (48, 36)])
+    tf32 = compile_program(src, CompilerConfig(device="cuda", precision="tf32"))
+    fp32 = compile_program(src, CompilerConfig(device="cuda"))
+    assert 'input_precision="tf32")' in tf32 and "tf32x3" not in tf32
+    assert 'input_precision="tf32x3")' in fp32
+    cpu = compile_program(src, CompilerConfig(device="cpu", precision="tf32"))
+    assert 'input_precision="ieee")' in cpu
+    with pytest.raises(ValueError, match="precision must be one of"):
+        CompilerConfig(precision="bf16")

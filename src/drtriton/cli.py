@@ -111,6 +111,7 @@ def convert(
     out: Path = typer.Option(None, "-o", "--out", help="Candidate file (default: PROGRAM_triton.py)."),
     device: str = typer.Option("auto", help="auto | cpu (Triton interpreter) | cuda."),
     mode: str = typer.Option("strict", help="strict (all compute in Triton) | hybrid (conv/matmul may use torch)."),
+    preset: str = typer.Option("hardened", help="Judge preset: hardened (fp32 accuracy; GPU products as 3xTF32) | kernelbench | kernelbench-v0.1 | tf32 (TF32 products, baselines with TF32)."),
     search: bool = typer.Option(False, "--search", help="Test-time fragment search (verify and time per fragment)."),
     max_fragment_ops: int = typer.Option(4, help="With --search: largest fragment (operators)."),
     search_wall_s: float = typer.Option(600.0, help="With --search: its wall-time budget (seconds); a fragment range starts only if it and the composed program's verdict still fit."),
@@ -134,7 +135,7 @@ def convert(
                            echo=lambda m: console.print(m, highlight=False, markup=False), search=search,
                            search_budget=budget,
                            progress=(lambda m: status.update(f"search: {m}")) if search else None,
-                           judge_options={"timeout_s": timeout_s,
+                           judge_options={"timeout_s": timeout_s, "preset": preset,
                                           "reference_timeout_s": reference_timeout_s,
                                           "unsafe_no_sandbox": unsafe_no_sandbox})
     raise typer.Exit(code)

@@ -87,10 +87,11 @@ def _policy(config: BenchConfig, device: str):
 
 
 def _compile(pool, source: str, mode: str, target: str) -> tuple[str, dict]:
-    """The compiler's candidate, captured (and on a GPU tuned) in a sandboxed child, and a note
-    of its tuning for the row."""
-    result = pool.call(source, "drtriton.compiler.convert:compile_in_child",
-                       {"mode": mode, "device": target}, phase="compiler capture",
+    """The compiler's candidate, captured (and on a GPU tuned) in a sandboxed child, at the
+    precision the judge's preset holds it to, and a note of its tuning for the row."""
+    arguments = {"mode": mode, "device": target, "precision": pool.config.precision}
+    result = pool.call(source, "drtriton.compiler.convert:compile_in_child", arguments,
+                       phase="compiler capture",
                        exclusive=target == "cuda")  # it tunes: timings must not share the GPU
     if "error" in result:
         raise ValueError(result["error"])
@@ -130,7 +131,7 @@ def solve_problem(
             candidates_per_fragment=config.candidates_per_fragment,
             cache_path=config.search_cache,
         )
-        generators = [compiler_generator(config.mode, device)]
+        generators = [compiler_generator(config.mode, device, pool.config.precision)]
         if config.policy != "compiler":
             policy = policy or _policy(config, device)
             generators.append(policy_generator(policy, config.samples))

@@ -28,7 +28,8 @@ def resolve_device(device: str) -> str:
     return device
 
 
-def compile_in_child(source: str, mode: str, device: str, tune: bool = True) -> dict:
+def compile_in_child(source: str, mode: str, device: str, tune: bool = True,
+                     precision: str = "fp32") -> dict:
     """The compile step as the judge's sandboxed child runs it (``JudgePool.call``). On CUDA with
     ``tune``, the candidate's autotuned kernels are measured once on the program's inputs and
     their launches fixed to the chosen configs (``compiler.tune``); ``tuning`` records them, or
@@ -36,8 +37,8 @@ def compile_in_child(source: str, mode: str, device: str, tune: bool = True) -> 
     from drtriton.compiler import CompilerConfig, UnsupportedOperatorError, compile_program
     from drtriton.program import ProgramError
 
-    config = CompilerConfig(mode=mode, device=device)
     try:
+        config = CompilerConfig(mode=mode, device=device, precision=precision)
         candidate = compile_program(source, config)
     except UnsupportedOperatorError as exc:
         return {"error": str(exc)}
@@ -75,15 +76,18 @@ def convert(program: str, out: str | None = None, device: str = "auto", mode: st
     if dev == "cpu":
         os.environ.setdefault("TRITON_INTERPRET", "1")
     if search:
-        return _search(program, source, out, mode, dev, echo, search_budget or {}, progress)
+        preset = (judge_options or {}).get("preset", "hardened")
+        return _search(program, source, out, mode, dev, echo,
+                       {**(search_budget or {}), "preset": preset}, progress)
     from drtriton.judge import JudgeConfig, JudgePool, SandboxUnavailable
     from drtriton.program import ProgramError
 
     try:
         config = JudgeConfig(mode=mode, device=dev, jobs_per_gpu=1, **(judge_options or {}))
         with JudgePool(config, workers=1) as pool:
-            result = pool.call(source, "drtriton.compiler.convert:compile_in_child",
-                               {"mode": mode, "device": dev}, phase="compiler capture",
+            arguments = {"mode": mode, "device": dev, "precision": config.precision}
+            result = pool.call(source, "drtriton.compiler.convert:compile_in_child", arguments,
+                               phase="compiler capture",
                                exclusive=dev == "cuda")  # tuning times kernels
             if "error" in result:
                 echo(f"error: {program}: {result['error']}")

@@ -17,6 +17,7 @@ operator raises ``UnsupportedOperatorError`` naming the operator and the source 
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import operator
 import re
@@ -92,6 +93,8 @@ class Lowering(Reductions):
         self.cap, self.config = cap, config
         self.tuning = tuning
         self.blocks = kernels.CUDA_BLOCKS if config.device == "cuda" else kernels.CPU_BLOCKS
+        if config.device == "cuda" and config.precision == "tf32":
+            self.blocks = dataclasses.replace(self.blocks, dot_precision="tf32")
         self.prog = Program()
         self.env: dict[fx.Node, object] = {}
         self.labels: dict[fx.Node, list[str]] = {}

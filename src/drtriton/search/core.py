@@ -13,6 +13,7 @@ from pathlib import Path
 import torch
 
 from drtriton.judge import JudgeConfig, JudgePool, Verdict
+from drtriton.judge.config import PRESET_ALLOWS_TF32
 from drtriton.search.cache import VerdictCache, judging_settings
 from drtriton.search.compose import Choice, best_cover, compose, verdict_cost
 from drtriton.search.fragments import make_fragment, segments, trace
@@ -99,17 +100,18 @@ class SearchReport:
         return d
 
 
-def compiler_generator(mode: str, device: str) -> Generator:
+def compiler_generator(mode: str, device: str, precision: str = "fp32") -> Generator:
     """The built-in compiler as a candidate generator: its strict translation, and under a hybrid
     judge also its hybrid one (vendor matmul/convolution); then each again with every computed
     input fused into the window and tile kernels that re-read it (``max_window_recompute=inf``),
-    which differs only where the default materialises such an input."""
+    which differs only where the default materialises such an input. ``precision``: the judge
+    preset's (``JudgeConfig.precision``)."""
     from drtriton.compiler import CompilerConfig, compile_program, kernel_body
 
     target = "cuda" if device.startswith("cuda") else "cpu"
     modes = ("strict", "hybrid") if mode == "hybrid" else ("strict",)
     configs = [
-        CompilerConfig(mode=m, device=target, max_window_recompute=recompute)
+        CompilerConfig(mode=m, device=target, max_window_recompute=recompute, precision=precision)
         for recompute in (CompilerConfig().max_window_recompute, float("inf"))
         for m in modes
     ]
@@ -234,7 +236,9 @@ def search(
     started = time.perf_counter()
     judge_config = config.judge_config()
     device = judge_config.resolved_device()
-    generators = list(generators) if generators else [compiler_generator(config.mode, device)]
+    precision = "tf32" if PRESET_ALLOWS_TF32[config.preset] else "fp32"
+    generators = list(generators) if generators else [
+        compiler_generator(config.mode, device, precision)]
     own_pool = pool is None
     pool = pool or JudgePool(judge_config, config.judge_workers)
     own_fragment_pool = fragment_pool is None and own_pool
