@@ -5,6 +5,14 @@ the node's value. Pointwise ops and views only build expressions; the rest regis
 Importing this package fills the dispatch tables in ``lower``, one module per family of ops.
 """
 
-from drtriton.compiler.lowerings import elementwise, layers, modules, reductions, shapes
+from drtriton.compiler.lowerings import (
+    elementwise,
+    layers,
+    losses,
+    modules,
+    reductions,
+    resample,
+    shapes,
+)
 
-__all__ = ["elementwise", "layers", "modules", "reductions", "shapes"]
+__all__ = ["elementwise", "layers", "losses", "modules", "reductions", "resample", "shapes"]
