@@ -55,16 +55,9 @@ def capture(source: str) -> Captured:
         init_inputs = list(module.get_init_inputs())
         torch.manual_seed(0)
         model = module.Model(*init_inputs)
-        tracer = fx.Tracer()
-        tracer.record_stack_traces = True
-        try:
-            graph = tracer.trace(model)
-        except Exception as exc:  # data-dependent control flow, untraceable calls, ...
-            raise UnsupportedOperatorError(
-                "forward", 0, "", f"cannot trace forward(): {type(exc).__name__}: {exc}"
-            ) from exc
-        gm = fx.GraphModule(tracer.root, graph)
         inputs = meta_inputs(module)
+        tracer, graph = _trace(model, module, inputs)
+        gm = fx.GraphModule(tracer.root, graph)
         if inputs is None or not propagate_on_meta(gm, inputs):
             # some op without a meta kernel (or inputs that need data): run the real thing once
             inputs = list(module.get_inputs())
@@ -73,6 +66,42 @@ def capture(source: str) -> Captured:
     names = [n.target for n in gm.graph.nodes if n.op == "placeholder"]
     init_src, preamble = extract_init(source)
     return Captured(gm, model, source.splitlines(), init_src, preamble, names, inputs)
+
+
+def _trace(model: torch.nn.Module, module, inputs: list | None) -> tuple[fx.Tracer, fx.Graph]:
+    """Trace ``forward`` symbolically; where that fails, again with the inputs' shapes known
+    (``MetaTracer``: sizes read in ``forward`` are then plain ints, so a buffer sliced by a
+    sequence length, ``self.cos[:x.shape[2]]``, traces)."""
+    tracer = fx.Tracer()
+    tracer.record_stack_traces = True
+    try:
+        return tracer, tracer.trace(model)
+    except Exception as exc:  # data-dependent control flow, untraceable calls, ...
+        first = exc
+    try:
+        return _trace_with_shapes(model, module, inputs)
+    except Exception:  # noqa: BLE001 - the plain trace's error says more
+        pass
+    raise UnsupportedOperatorError(
+        "forward", 0, "", f"cannot trace forward(): {type(first).__name__}: {first}") from first
+
+
+def _trace_with_shapes(model: torch.nn.Module, module, inputs: list | None):
+    import inspect
+    import warnings
+
+    from torch.fx.experimental.meta_tracer import MetaTracer
+
+    if inputs is None:
+        inputs = list(module.get_inputs())
+    names = list(inspect.signature(model.forward).parameters)
+    metas = {n: x.to("meta") for n, x in zip(names, inputs, strict=False)
+             if isinstance(x, torch.Tensor)}
+    tracer = MetaTracer()
+    tracer.record_stack_traces = True
+    with warnings.catch_warnings():  # ops without meta values fall back to symbolic sizes
+        warnings.simplefilter("ignore")
+        return tracer, tracer.trace(model, meta_args=metas)
 
 
 def meta_inputs(module) -> list | None:

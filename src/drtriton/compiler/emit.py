@@ -31,7 +31,8 @@ def emit(cap: Captured, prog: Program, config: CompilerConfig) -> str:
     body = [f"dev = {dev}", *prog.body]
     model = [
         "class ModelNew(torch.nn.Module):",
-        cap.init_src,
+        cap.init_src.rstrip("\n"),
+        *("        " + line for line in prog.init_lines),
         "",
         f"    def forward({args}):",
         *("        " + line for line in body),

@@ -86,7 +86,7 @@ class Cat(Expr):
 
 
 # Ops whose value depends on the index itself: views cannot be pushed through them.
-INDEX_OPS = {"triu", "tril"}
+INDEX_OPS = {"triu", "tril", "arange"}
 
 
 def is_float(dtype: torch.dtype) -> bool:
@@ -284,6 +284,11 @@ def op(name: str, *args: Expr, dtype: torch.dtype | None = None, params: tuple =
     if not tensors:  # all constants: still an op, evaluated as a scalar expression
         return Op((), dtype, name, args, params)
     return Op(shape, dtype, name, args, params)
+
+
+def arange(n: int, start: float | int, step: float | int, dtype: torch.dtype) -> Expr:
+    """``start + i * step`` for i in [0, n): a value computed from its own index (no buffer)."""
+    return Op((n,), dtype, "arange", (), (start, step))
 
 
 def cast(x: Expr, dtype: torch.dtype) -> Expr:

@@ -57,6 +57,7 @@ class Program:
     kernels: list[kernels.Kernel] = field(default_factory=list)
     body: list[str] = field(default_factory=list)
     input_names: list[str] = field(default_factory=list)
+    init_lines: list[str] = field(default_factory=list)  # appended to ModelNew.__init__
 
 
 def _arg(args, kwargs, i: int, name: str, default=None):
@@ -86,6 +87,16 @@ def _label(node: fx.Node, gm: fx.GraphModule) -> str:
     if mod.startswith("torch") or mod == "" and hasattr(torch, name):
         return f"torch.{name}"
     return f"{mod.split('.')[-1] or 'builtin'}.{name}"
+
+
+TRACED_CONSTANT_MAX = 4096  # elements of a traced constant written into forward as a literal
+
+
+def _traced(model: torch.nn.Module, target: str) -> bool:
+    """Whether ``target`` is a tensor the trace made from constants in ``forward``: fx stores
+    them on the traced module as ``_tensor_constantN``; the model never registered them."""
+    registered = {n for n, _ in model.named_parameters()} | {n for n, _ in model.named_buffers()}
+    return target.startswith("_tensor_constant") and target not in registered
 
 
 class Lowering(Reductions):
@@ -222,6 +233,8 @@ class Lowering(Reductions):
                     t = self.cap.gm.get_buffer(target)
                 except AttributeError as exc:
                     raise Unsupported(f"tensor attribute {target} is not a parameter or buffer") from exc
+            if _traced(self.cap.model, target):
+                return self._traced_constant(target, t)
             var = "p_" + target.replace(".", "_")
             path = "self" + "".join(f".{p}" if p.isidentifier() else f"[{p}]" for p in target.split("."))
             self.prog.body.append(f"{var} = {path}.contiguous()")
@@ -230,6 +243,30 @@ class Lowering(Reductions):
             self.emitted.add(var)
         shape, dtype = self.shapes[var]
         return ir.Load(shape, dtype, var, ir.contiguous_strides(shape), 0)
+
+    def _traced_constant(self, target: str, t: torch.Tensor) -> ir.Expr:
+        """A tensor the trace made from constants in ``forward`` (``torch.arange(8)``, a literal
+        ``torch.tensor``): not an attribute of the model, so ``ModelNew`` has no copy of it. It
+        becomes a shaped constant, an ``arange``, or (small ones) a literal in ``forward``."""
+        shape, values = tuple(t.shape), t.detach().flatten().tolist()
+        if not values:
+            raise Unsupported(f"empty tensor constant {target}")
+        if all(v == values[0] for v in values):
+            return ir.Const(shape, t.dtype, values[0])
+        steps = {b - a for a, b in zip(values, values[1:], strict=False)}
+        if len(shape) == 1 and len(steps) == 1 and not t.dtype.is_floating_point:
+            return ir.arange(len(values), values[0], steps.pop(), t.dtype)
+        if len(values) > TRACED_CONSTANT_MAX:
+            raise Unsupported(f"tensor constant of {len(values)} elements made in forward")
+        var = "c_" + target.replace(".", "_")
+        # a buffer made once in __init__: a tensor made in forward would run PyTorch there
+        self.prog.init_lines.append(f"self.register_buffer({var!r}, torch.tensor({values!r}, "
+                                    f"dtype={t.dtype}).reshape({shape!r}), persistent=False)")
+        self.prog.body.append(f"{var} = self.{var}")
+        self.shapes[var] = (shape, t.dtype)
+        self.emitted.add(var)
+        self.params[target] = var
+        return ir.Load(shape, t.dtype, var, ir.contiguous_strides(shape), 0)
 
     def kernel(self, make, shape: ir.Shape, dtype: torch.dtype) -> ir.Load:
         """Register a pending kernel producing a new contiguous buffer; return its load."""

@@ -379,6 +379,10 @@ class Writer:
             return f"tl.where({x} > 0, 1.0, tl.where({x} < 0, -1.0, 0.0))"
         if n == "round":  # round half to even, as torch.round
             return f"tl.where(tl.abs({x} - tl.floor({x}) - 0.5) == 0, 2.0 * tl.floor({x} * 0.5 + 0.5), tl.floor({x} + 0.5))"
+        if n == "arange":  # params: (start, step); the value of element idx[-1]
+            start, step = p
+            value = f"({_lit(start)} + {idx[-1]} * {_lit(step)})"
+            return f"{value}.to({TL_DTYPES[e.dtype]})" if idx[-1] != "0" else value
         if n in ("triu", "tril"):  # params: (diagonal,) or (diagonal, value of the cut part)
             diag, fill = (*p, 0)[:2]
             rel = ">=" if n == "triu" else "<="

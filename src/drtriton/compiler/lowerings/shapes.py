@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import operator
 
 import torch
@@ -29,6 +30,9 @@ def _numel(L, x):
     return ir.numel(x.shape)
 
 
+DEVICE = "the device of the program's tensors"  # the value of a tensor's ``.device``
+
+
 @fn(getattr)
 def _getattr(L, x, name):
     if isinstance(x, ir.Expr):
@@ -40,6 +44,8 @@ def _getattr(L, x, name):
             return ir.transpose(x, -2, -1)
         if name == "dtype":
             return x.dtype
+        if name == "device":  # the candidate runs where its inputs are: constructors ignore it
+            return DEVICE
         raise Unsupported(f"attribute .{name}")
     if isinstance(x, tuple) and hasattr(x, "_fields"):
         return getattr(x, name)
@@ -256,3 +262,75 @@ def _stack(L, tensors, dim=0):
     d = dim % (len(parts[0].shape) + 1)
     parts = [ir.reshape(p, p.shape[:d] + (1,) + p.shape[d:]) for p in parts]
     return _cat(L, parts, d)
+
+
+# ------------------------------------------------------------------ tensors made in forward
+
+
+def _made_dtype(dtype, *values) -> torch.dtype:
+    if dtype is not None:
+        return dtype
+    if values and all(isinstance(v, bool) for v in values):
+        return torch.bool
+    if all(isinstance(v, int | bool) for v in values):
+        return torch.int64
+    return torch.get_default_dtype()
+
+
+@fn(torch.arange)
+def _arange(L, *args, dtype=None, device=None, layout=None, requires_grad=False,
+            pin_memory=False, out=None):
+    if out is not None or any(isinstance(a, ir.Expr) for a in args):
+        raise Unsupported("arange of tensor bounds or with out=")
+    start, end, step = (0, args[0], 1) if len(args) == 1 else (*args, 1)[:3]
+    n = max(0, -(-(end - start) // step)) if all(isinstance(v, int) for v in (start, end, step)) \
+        else max(0, math.ceil((end - start) / step))
+    return ir.arange(int(n), start, step, _made_dtype(dtype, start, end, step))
+
+
+def _filled(shape, value, dtype) -> ir.Expr:
+    dtype = _made_dtype(dtype, value)
+    value = bool(value) if dtype == torch.bool else value if ir.is_float(dtype) else int(value)
+    return ir.Const(tuple(_shape_args(shape)), dtype, value)  # a shaped constant
+
+
+def _constant_fill(value):
+    def h(L, *shape, dtype=None, device=None, layout=None, requires_grad=False,
+          pin_memory=False, out=None):
+        if out is not None:
+            raise Unsupported("out= argument")
+        return _filled(shape, value, dtype or torch.get_default_dtype())
+
+    return h
+
+
+fn(torch.zeros)(_constant_fill(0.0))
+fn(torch.ones)(_constant_fill(1.0))
+
+
+@fn(torch.full)
+def _full(L, size, fill_value, *, dtype=None, device=None, layout=None, requires_grad=False,
+          pin_memory=False, out=None):
+    if out is not None or isinstance(fill_value, ir.Expr):
+        raise Unsupported("full with a tensor fill value or out=")
+    return _filled(size, fill_value, dtype)
+
+
+def _like(value):
+    def h(L, x, *a, dtype=None, device=None, layout=None, requires_grad=False,
+          memory_format=None, pin_memory=False):
+        x = L.t(x)
+        return _filled(x.shape, value, dtype or x.dtype)
+
+    return h
+
+
+fn(torch.zeros_like)(_like(0))
+fn(torch.ones_like)(_like(1))
+
+
+@fn(torch.full_like)
+def _full_like(L, x, fill_value, *, dtype=None, device=None, layout=None, requires_grad=False,
+               memory_format=None, pin_memory=False):
+    x = L.t(x)
+    return _filled(x.shape, fill_value, dtype or x.dtype)

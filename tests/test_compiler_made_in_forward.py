@@ -1,0 +1,89 @@
+"""Tensors a forward makes for itself (``torch.arange``, ``torch.ones``, constants the trace folds)
+and sizes it reads (``.device``, ``x.shape[1]`` slicing a buffer): compiled and checked against
+PyTorch in the interpreter."""
+
+from __future__ import annotations
+
+import os
+
+os.environ.setdefault("TRITON_INTERPRET", "1")
+
+import pytest  # noqa: E402
+import torch  # noqa: E402
+
+from compiler_cases.harness import program, run_pair  # noqa: E402
+from drtriton.compiler import CompilerConfig, UnsupportedOperatorError, compile_program  # noqa: E402
+
+BODIES = {
+    "arange_of_a_size_on_the_input_device": (
+        "pos = torch.arange(a.shape[1], device=a.device, dtype=a.dtype)\n"
+        "return a + pos[None, :] * 0.5", [(3, 7)]),
+    "traced_arange_constant_and_ones": (
+        "return a * torch.arange(2, 16, 2).reshape(1, 7) + torch.ones(3, 7, device=a.device)",
+        [(3, 7)]),
+    "causal_mask_from_aranges": (
+        "i = torch.arange(a.size(0), device=a.device)\n"
+        "return (i[:, None] >= i[None, :]).float() * a", [(5, 5)]),
+    "full_zeros_like_and_a_float_arange": (
+        "return a + torch.full((3, 7), 2.5) + torch.zeros_like(a)"
+        " + torch.arange(0.0, 0.7, 0.1).view(1, 7)", [(3, 7)]),
+    "literal_tensor_constant": (
+        "return a * torch.tensor([1.0, -2.0, 0.5])", [(4, 3)]),
+    "ones_like_int_and_full_like": (
+        "return a + torch.ones_like(a, dtype=torch.int64) + torch.full_like(a, -1.5)", [(2, 5)]),
+}
+
+
+@pytest.mark.parametrize("name", sorted(BODIES))
+def test_tensors_made_in_forward(name):
+    body, shapes = BODIES[name]
+    src = program(body, shapes)
+    candidate = compile_program(src, CompilerConfig(device="cpu"))
+    want, got = run_pair(src, candidate)
+    for w, g in zip(want, got, strict=True):
+        assert w.shape == g.shape and w.dtype == g.dtype
+        torch.testing.assert_close(g, w)
+
+
+def test_a_literal_constant_is_a_buffer_made_once_not_pytorch_work_in_forward():
+    src = program("return a * torch.tensor([1.0, -2.0, 0.5])", [(4, 3)])
+    candidate = compile_program(src, CompilerConfig(device="cpu"))
+    init, forward = candidate.split("def forward")
+    assert "register_buffer('c__tensor_constant0', torch.tensor(" in init
+    assert "torch.tensor(" not in forward
+
+
+BUFFER_SLICE = '''
+import torch
+import torch.nn as nn
+
+
+class Model(nn.Module):
+    def __init__(self, longest, dim):
+        super().__init__()
+        self.register_buffer("table", torch.randn(longest, dim))
+
+    def forward(self, x):
+        s = x.shape[1]
+        return x * self.table[:s]
+
+
+def get_inputs():
+    return [torch.randn(2, 6, 4)]
+
+
+def get_init_inputs():
+    return [10, 4]
+'''
+
+
+def test_a_buffer_sliced_by_a_size_of_the_input_traces_with_known_shapes():
+    candidate = compile_program(BUFFER_SLICE, CompilerConfig(device="cpu"))
+    want, got = run_pair(BUFFER_SLICE, candidate)
+    torch.testing.assert_close(got[0], want[0])
+
+
+def test_a_large_constant_made_in_forward_is_refused():
+    src = program("return a + torch.linspace(-1.0, 1.0, 5000) ** 3", [(5000,)])
+    with pytest.raises(UnsupportedOperatorError, match="5000 elements"):
+        compile_program(src, CompilerConfig(device="cpu"))
