@@ -87,3 +87,38 @@ def test_a_large_constant_made_in_forward_is_refused():
     src = program("return a + torch.linspace(-1.0, 1.0, 5000) ** 3", [(5000,)])
     with pytest.raises(UnsupportedOperatorError, match="5000 elements"):
         compile_program(src, CompilerConfig(device="cpu"))
+
+
+WEIGHT_NORMED = '''
+import torch
+import torch.nn as nn
+
+
+class Model(nn.Module):
+    def __init__(self):
+        super().__init__()
+        wn = nn.utils.parametrizations.weight_norm
+        self.conv = wn(nn.Conv1d(6, 5, 3, padding=2, dilation=2))
+        self.fc = wn(nn.Linear(7, 4), dim=DIM)
+
+    def forward(self, x):
+        return self.fc(torch.relu(self.conv(x)[:, :, :-1]))
+
+
+def get_inputs():
+    return [torch.randn(2, 6, 8)]
+
+
+def get_init_inputs():
+    return []
+'''
+
+
+@pytest.mark.parametrize("dim", ["0", "1", "None"])
+def test_weight_normed_modules_compute_their_weight(dim):
+    """``weight_norm`` parametrizations: the weight is v * (g / ||v||) over every dim but ``dim``
+    (all of them for dim=None)."""
+    src = WEIGHT_NORMED.replace("DIM", dim)
+    candidate = compile_program(src, CompilerConfig(device="cpu"))
+    want, got = run_pair(src, candidate)
+    torch.testing.assert_close(got[0], want[0])

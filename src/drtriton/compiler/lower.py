@@ -428,9 +428,33 @@ class Lowering(Reductions):
             return None if t is None else self.param(f"{prefix}.{name}")
 
         handler = MODULES.get(type(mod))
+        if handler is None and torch.nn.utils.parametrize.is_parametrized(mod):
+            handler = MODULES.get(type(mod).__mro__[1])  # the module it parametrizes
+            p = self._parametrized(mod, prefix, p)
         if handler is None:
             raise Unsupported(f"module {type(mod).__name__}")
         return handler(self, mod, p, *args, **kwargs)
+
+    def _parametrized(self, mod: torch.nn.Module, prefix: str, p):
+        """``p`` for a module whose tensors are computed by parametrizations: weight norm
+        (``nn.utils.parametrizations.weight_norm``) is ``v * (g / ||v||)`` over every dim but
+        its ``dim``, as ``torch._weight_norm`` computes it; other parametrizations are refused."""
+        from torch.nn.utils.parametrizations import _WeightNorm
+
+        def q(name: str):
+            if name not in mod.parametrizations:
+                return p(name)
+            chain = list(mod.parametrizations[name])
+            if len(chain) != 1 or not isinstance(chain[0], _WeightNorm):
+                raise Unsupported(f"parametrization {type(chain[0]).__name__} of {name}")
+            base = f"{prefix}.parametrizations.{name}"
+            g, v = self.param(f"{base}.original0"), self.param(f"{base}.original1")
+            dim = chain[0].dim  # -1 (weight_norm's dim=None): one norm over the whole tensor
+            dims = [d for d in range(len(v.shape)) if dim in (None, -1) or d != dim]
+            norm = FUNCTIONS[torch.norm](self, v, 2, dims, True)
+            return ir.op("mul", v, ir.op("div", g, norm))
+
+        return q
 
     def call_method(self, name: str, args, kwargs):
         if name.endswith("_") and not name.startswith("_"):
