@@ -6,7 +6,7 @@ import torch
 import torch.nn.functional as F
 
 from drtriton.compiler import ir
-from drtriton.compiler.lower import Missing, Unsupported
+from drtriton.compiler.lower import FUNCTIONS, Missing, Unsupported
 from drtriton.compiler.lowerings.registry import _f, fn, method
 
 # ------------------------------------------------------------------ reductions
@@ -69,6 +69,36 @@ fn(torch.max)(_minmax("max"))
 method("max")(_minmax("max"))
 fn(torch.min)(_minmax("min"))
 method("min")(_minmax("min"))
+
+
+TOPK_MAX = 8  # k up to this takes k masked arg-reductions; more is refused
+
+
+@fn(torch.topk)
+@method("topk")
+def _topk(L, x, k, dim=-1, largest=True, sorted=True, *, out=None):
+    """The k largest (smallest) along ``dim``, largest first, by k passes of an arg-reduction
+    over the elements not yet chosen (ties go to the lowest index, as each pass's argmax)."""
+    x = L.t(x)
+    if out is not None or not isinstance(k, int) or not 1 <= k <= TOPK_MAX:
+        raise Unsupported(f"topk with k={k} (at most {TOPK_MAX})")
+    dim = dim % len(x.shape)
+    n = x.shape[dim]
+    if k > n:
+        raise Unsupported(f"topk k={k} over a dim of {n}")
+    along = ir.view(ir.arange(n, 0, 1, torch.int64), x.shape, ((dim, 0, 1),))  # index on dim
+    fill = ir.const(float("-inf") if largest else float("inf"))
+    taken = None
+    values, indices = [], []
+    for _ in range(k):
+        xm = x if taken is None else ir.op("where", taken, fill, x)
+        idx = L.reduce("argmax" if largest else "argmin", xm, dim, True)
+        values.append(L.reduce("amax" if largest else "amin", xm, dim, True))
+        indices.append(idx)
+        hit = ir.op("eq", along, ir.broadcast_to(idx, x.shape))
+        taken = hit if taken is None else ir.op("or", taken, hit)
+    cat = FUNCTIONS[torch.cat]
+    return torch.return_types.topk((cat(L, values, dim), cat(L, indices, dim)))
 
 
 def _correction(unbiased, correction):
