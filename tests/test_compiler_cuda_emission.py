@@ -258,3 +258,21 @@ def test_the_tf32_precision_emits_one_tf32_product_and_fp32_stays_3xtf32():
     assert 'input_precision="ieee")' in cpu
     with pytest.raises(ValueError, match="precision must be one of"):
         CompilerConfig(precision="bf16")
+
+
+def test_a_hybrid_gpu_compile_keeps_the_faster_of_hybrid_and_strict(monkeypatch):
+    """On CUDA the hybrid compile is timed against the strict one (``tune.time_candidates``, a
+    GPU measurement, faked here) and the faster is kept, with both times recorded."""
+    from compiler_cases.harness import program
+    from drtriton.compiler import convert, tune
+
+    src = program("return torch.relu(torch.matmul(a, b)) * 2", [(40, 48), (48, 36)])
+    hybrid = convert._compiled(src, "hybrid", "cuda", False, "fp32")
+    strict = convert._compiled(src, "strict", "cuda", False, "fp32")
+    assert hybrid["candidate"] != strict["candidate"]
+    for times, chose in (([2.0, 1.0], "strict"), ([1.0, 3.0], "hybrid")):
+        monkeypatch.setattr(tune, "time_candidates", lambda cands, ref, t=times: t)
+        kept = convert._faster_of(src, hybrid, strict)
+        assert kept["hybrid_choice"] == {"hybrid_ms": times[0], "strict_ms": times[1],
+                                         "chose": chose}
+        assert kept["candidate"] == (strict if chose == "strict" else hybrid)["candidate"]

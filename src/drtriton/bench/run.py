@@ -97,7 +97,8 @@ def _compile(pool, source: str, mode: str, target: str) -> tuple[str, dict]:
         raise ValueError(result["error"])
     tuned = result.get("tuning", {}).get("choices", {})
     return result["candidate"], {"tuned_kernels": len(tuned),
-                                 "tuning_error": result.get("tuning_error", "")}
+                                 "tuning_error": result.get("tuning_error", ""),
+                                 "hybrid_choice": result.get("hybrid_choice", {}).get("chose", "")}
 
 
 def solve_problem(

@@ -33,17 +33,29 @@ def compile_in_child(source: str, mode: str, device: str, tune: bool = True,
     """The compile step as the judge's sandboxed child runs it (``JudgePool.call``). On CUDA with
     ``tune``, the candidate's autotuned kernels are measured once on the program's inputs and
     their launches fixed to the chosen configs (``compiler.tune``); ``tuning`` records them, or
-    ``tuning_error`` says why the candidate stayed autotuned."""
-    from drtriton.compiler import CompilerConfig, UnsupportedOperatorError, compile_program
+    ``tuning_error`` says why the candidate stayed autotuned. A hybrid compile on CUDA also
+    builds the strict candidate and keeps whichever runs faster there (``hybrid_choice``): our
+    tensor-core GEMMs can beat the vendor library the hybrid mode calls."""
+    from drtriton.compiler import UnsupportedOperatorError
     from drtriton.program import ProgramError
 
     try:
-        config = CompilerConfig(mode=mode, device=device, precision=precision)
-        candidate = compile_program(source, config)
+        result = _compiled(source, mode, device, tune, precision)
+        if mode == "hybrid" and device == "cuda" and tune and "tuning_error" not in result:
+            result = _faster_of(source, result, _compiled(source, "strict", device, tune,
+                                                          precision))
+        return result
     except UnsupportedOperatorError as exc:
         return {"error": str(exc)}
     except (ProgramError, SyntaxError, ValueError) as exc:
         return {"error": f"{type(exc).__name__}: {exc}" if not str(exc) else str(exc)}
+
+
+def _compiled(source: str, mode: str, device: str, tune: bool, precision: str) -> dict:
+    from drtriton.compiler import CompilerConfig, compile_program
+
+    config = CompilerConfig(mode=mode, device=device, precision=precision)
+    candidate = compile_program(source, config)
     if not (tune and device == "cuda" and "@triton.autotune(" in candidate):
         return {"candidate": candidate}
     from drtriton.compiler.tune import measure_choices
@@ -54,6 +66,20 @@ def compile_in_child(source: str, mode: str, device: str, tune: bool = True,
         return {"candidate": candidate, "tuning_error": f"{type(exc).__name__}: {exc}"[:500]}
     return {"candidate": compile_program(source, config, tuning),
             "tuning": {"device_name": tuning.device_name, "choices": dict(tuning.choices)}}
+
+
+def _faster_of(source: str, hybrid: dict, strict: dict) -> dict:
+    """The hybrid or the strict compile, whichever ``tune.time_candidates`` measures faster."""
+    from drtriton.compiler import kernel_body
+    from drtriton.compiler.tune import time_candidates
+
+    if "tuning_error" in strict or kernel_body(strict["candidate"]) == kernel_body(
+            hybrid["candidate"]):
+        return hybrid
+    hybrid_ms, strict_ms = time_candidates([hybrid["candidate"], strict["candidate"]], source)
+    chosen = strict if strict_ms < hybrid_ms else hybrid
+    return chosen | {"hybrid_choice": {"hybrid_ms": hybrid_ms, "strict_ms": strict_ms,
+                                       "chose": "strict" if chosen is strict else "hybrid"}}
 
 
 def convert(program: str, out: str | None = None, device: str = "auto", mode: str = "strict",
@@ -95,6 +121,10 @@ def convert(program: str, out: str | None = None, device: str = "auto", mode: st
             candidate = result["candidate"]
             if "tuning_error" in result:
                 echo(f"note: kernels left autotuned: {result['tuning_error']}")
+            if "hybrid_choice" in result:
+                c = result["hybrid_choice"]
+                echo(f"note: kept the {c['chose']} compile ({c['strict_ms']:.3f} ms strict, "
+                     f"{c['hybrid_ms']:.3f} ms hybrid)")
             out_path = _write(program, out, candidate, echo)
             if out_path is None:
                 return 2
