@@ -76,7 +76,12 @@ def _faster_of(source: str, hybrid: dict, strict: dict) -> dict:
     if "tuning_error" in strict or kernel_body(strict["candidate"]) == kernel_body(
             hybrid["candidate"]):
         return hybrid
-    hybrid_ms, strict_ms = time_candidates([hybrid["candidate"], strict["candidate"]], source)
+    try:
+        hybrid_ms, strict_ms = time_candidates([hybrid["candidate"], strict["candidate"]],
+                                               source)
+    except Exception as exc:  # the hybrid compile stands; the judge will say how it runs
+        return hybrid | {"hybrid_choice": {"error": f"{type(exc).__name__}: {exc}"[:300],
+                                           "chose": "hybrid"}}
     chosen = strict if strict_ms < hybrid_ms else hybrid
     return chosen | {"hybrid_choice": {"hybrid_ms": hybrid_ms, "strict_ms": strict_ms,
                                        "chose": "strict" if chosen is strict else "hybrid"}}
@@ -121,7 +126,7 @@ def convert(program: str, out: str | None = None, device: str = "auto", mode: st
             candidate = result["candidate"]
             if "tuning_error" in result:
                 echo(f"note: kernels left autotuned: {result['tuning_error']}")
-            if "hybrid_choice" in result:
+            if "strict_ms" in result.get("hybrid_choice", {}):
                 c = result["hybrid_choice"]
                 echo(f"note: kept the {c['chose']} compile ({c['strict_ms']:.3f} ms strict, "
                      f"{c['hybrid_ms']:.3f} ms hybrid)")
