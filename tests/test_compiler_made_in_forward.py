@@ -29,6 +29,9 @@ BODIES = {
         " + torch.arange(0.0, 0.7, 0.1).view(1, 7)", [(3, 7)]),
     "literal_tensor_constant": (
         "return a * torch.tensor([1.0, -2.0, 0.5])", [(4, 3)]),
+    # a shaped constant keeps its shape through ops: a sum over it counts its elements
+    "sum_over_ones_and_a_filled_mean": (
+        "return torch.ones(3, 4).sum(0) * 2 + a + (torch.full_like(a, 2.0) * 3).mean()", [(4,)]),
     "ones_like_int_and_full_like": (
         "return a + torch.ones_like(a, dtype=torch.int64) + torch.full_like(a, -1.5)", [(2, 5)]),
 }

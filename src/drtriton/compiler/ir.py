@@ -130,7 +130,7 @@ def _view(child: Expr, shape: Shape, maps, memo: dict) -> Expr:
         return memo[key]
     out: Expr
     if isinstance(child, Const):
-        out = child
+        out = _const_as(child, shape)
     elif isinstance(child, Load):
         strides = [0] * len(shape)
         offset = child.offset
@@ -163,9 +163,17 @@ def identity_maps(rank: int) -> tuple[tuple[int, int, int], ...]:
     return tuple((d, 0, 1) for d in range(rank))
 
 
+def _const_as(c: Const, shape: Shape) -> Const:
+    """A constant under a view: a scalar stays a scalar (it broadcasts in ops); a shaped one
+    (``torch.full_like``) takes the view's shape."""
+    return c if not c.shape or c.shape == tuple(shape) else Const(tuple(shape), c.dtype, c.value)
+
+
 def broadcast_to(x: Expr, shape: Shape) -> Expr:
     shape = tuple(shape)
-    if x.shape == shape or isinstance(x, Const):
+    if isinstance(x, Const):
+        return _const_as(x, shape)
+    if x.shape == shape:
         return x
     lead = len(shape) - len(x.shape)
     if lead < 0:
@@ -233,7 +241,9 @@ def _view_strides(oldshape: Shape, oldstride: tuple[int, ...], newshape: Shape):
 
 def reshape(x: Expr, shape: Shape) -> Expr:
     shape = tuple(shape)
-    if x.shape == shape or isinstance(x, Const):
+    if isinstance(x, Const):
+        return _const_as(x, shape)
+    if x.shape == shape:
         return x
     if numel(shape) != numel(x.shape):
         raise ValueError(f"cannot reshape {x.shape} to {shape}")
@@ -241,7 +251,9 @@ def reshape(x: Expr, shape: Shape) -> Expr:
 
 
 def _reshape(x: Expr, shape: Shape, memo: dict) -> Expr:
-    if x.shape == shape or isinstance(x, Const):
+    if isinstance(x, Const):
+        return _const_as(x, shape)
+    if x.shape == shape:
         return x
     key = (id(x), shape)
     if key in memo:
@@ -277,13 +289,13 @@ def resolve_shape(shape: tuple[int, ...], total: int) -> Shape:
 def op(name: str, *args: Expr, dtype: torch.dtype | None = None, params: tuple = ()) -> Expr:
     """Build a pointwise op, broadcasting tensor args to a common shape."""
     tensors = [a for a in args if not isinstance(a, Const)]
-    shape = broadcast_shapes(*(a.shape for a in tensors)) if tensors else ()
+    # a shaped constant (torch.ones(3, 4)) is a scalar in kernels but keeps its shape here
+    shaped = [a.shape for a in args if isinstance(a, Const) and a.shape]
+    shape = broadcast_shapes(*(a.shape for a in tensors), *shaped) if tensors or shaped else ()
     args = tuple(broadcast_to(a, shape) for a in args)
     if dtype is None:
         dtype = promote(*(a.dtype for a in args))
-    if not tensors:  # all constants: still an op, evaluated as a scalar expression
-        return Op((), dtype, name, args, params)
-    return Op(shape, dtype, name, args, params)
+    return Op(shape, dtype, name, args, params)  # all constants: a scalar expression in kernels
 
 
 def arange(n: int, start: float | int, step: float | int, dtype: torch.dtype) -> Expr:
@@ -295,7 +307,8 @@ def cast(x: Expr, dtype: torch.dtype) -> Expr:
     if x.dtype == dtype:
         return x
     if isinstance(x, Const):
-        return Const((), dtype, (float if is_float(dtype) else int)(x.value))
+        value = bool(x.value) if dtype == torch.bool else (float if is_float(dtype) else int)(x.value)
+        return Const(x.shape, dtype, value)
     return Op(x.shape, dtype, "cast", (x,), ())
 
 

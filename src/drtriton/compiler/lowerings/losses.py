@@ -1,3 +1,290 @@
-"""Lowerings of loss functions and gathers (cross entropy, KL divergence, gather)."""
+"""Lowerings of loss functions and gathers (cross entropy, NLL, KL divergence, regression losses,
+``torch.gather``).
+
+A value picked by a tensor of indices (gather's ``index``, the target class of cross entropy
+and NLL) has no place in the IR, whose loads have static strides: ``take`` is its own kernel,
+one lane per picked element, that evaluates the index expression and then the source expression
+at that index (``Writer.ev`` takes index expressions, computed ones included). An index outside
+the source's extent, where PyTorch raises, reads 0 (never out-of-bounds memory): ignored targets
+(``ignore_index``, by default -100) pick 0 and are masked afterwards.
+"""
 
 from __future__ import annotations
+
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+from torch.nn import _reduction
+
+from drtriton.compiler import ir
+from drtriton.compiler.lower import Lowering, Unsupported
+from drtriton.compiler.lowerings.registry import _f, fn, module
+from drtriton.compiler.lowerings.shapes import dense, take
+
+REDUCTIONS = ("mean", "sum", "none")
+
+
+# ------------------------------------------------------------------ shared pieces
+
+
+def _reduction_arg(size_average, reduce, reduction: str, allowed=REDUCTIONS) -> str:
+    if size_average is not None or reduce is not None:
+        reduction = _reduction.legacy_get_string(size_average, reduce, emit_warning=False)
+    if reduction not in allowed:
+        raise Unsupported(f"reduction={reduction!r}")
+    return reduction
+
+
+def _reduce_loss(L: Lowering, loss: ir.Expr, reduction: str) -> ir.Expr:
+    """PyTorch's ``apply_loss_reduction``: the elementwise loss, its sum or its mean."""
+    if reduction == "none":
+        return loss
+    return L.reduce("sum" if reduction == "sum" else "mean", loss, None)
+
+
+def _no_weight(weight) -> None:
+    if weight is not None:
+        raise Unsupported("class or element weights (weight=) are not lowered")
+
+
+def _logsumexp_keep(L: Lowering, x: ir.Expr, dim: int) -> ir.Expr:
+    """log(sum(exp(x))) over ``dim`` with the max subtracted, kept as a size-1 dim; the log and
+    the add fuse into the sum's kernel, so the result is a buffer."""
+    top = L.reduce("amax", x, dim, True)
+    total = L.reduce("sum", ir.op("exp", ir.op("sub", x, top)), dim, True)
+    return L.materialize(ir.op("add", ir.op("log", total), top))
+
+
+# ------------------------------------------------------------------ cross entropy and NLL
+
+
+def _class_dim(x: ir.Expr) -> int:
+    """PyTorch's class dim: 1 for (N, C, d1, ...), 0 for an unbatched (C,) input."""
+    if not x.shape:
+        raise Unsupported("a 0-d input has no class dim")
+    return 0 if len(x.shape) == 1 else 1
+
+
+def _pick_class(L: Lowering, x: ir.Expr, target: ir.Expr, cdim: int, ignore_index) -> ir.Expr:
+    """``x`` at each class-index target along the class dim, shaped like ``target``."""
+    if target.dtype != torch.int64:
+        raise Unsupported(f"class-index targets of {target.dtype} (PyTorch requires int64)")
+    if isinstance(ignore_index, bool) or not isinstance(ignore_index, int):
+        raise Unsupported(f"ignore_index={ignore_index!r}")
+    keep = x.shape[:cdim] + (1,) + x.shape[cdim + 1:]
+    if target.shape != x.shape[:cdim] + x.shape[cdim + 1:]:
+        raise Unsupported(f"target shape {target.shape} for input {x.shape}")
+    return ir.reshape(take(L, x, cdim, ir.reshape(target, keep)), target.shape)
+
+
+def _ignored_mean(L: Lowering, loss: ir.Expr, target: ir.Expr, ignore_index: int,
+                  reduction: str) -> ir.Expr:
+    """Zero the loss where ``target == ignore_index``; the mean counts only the others (0/0 is
+    NaN when every target is ignored, as in PyTorch)."""
+    valid = ir.op("ne", target, ir.const(ignore_index))
+    loss = ir.op("where", valid, loss, ir.const(0.0))
+    if reduction == "none":
+        return loss
+    total = L.reduce("sum", loss, None)
+    if reduction == "sum":
+        return total
+    count = L.reduce("sum", ir.cast(valid, torch.float32), None)
+    return ir.op("div", total, count)
+
+
+def cross_entropy(L: Lowering, x, target, weight, ignore_index: int, reduction: str,
+                  smoothing: float) -> ir.Expr:
+    """``F.cross_entropy`` without class weights, as ATen composes it: ``nll = lse - x[target]``
+    (minus log_softmax at the target) and, with label smoothing eps, ``(1 - eps) * nll +
+    eps / C * sum_c (lse - x_c)``; ignored targets count 0 and leave the mean's count."""
+    _no_weight(weight)
+    if not isinstance(smoothing, int | float) or not 0.0 <= smoothing <= 1.0:
+        raise Unsupported(f"label_smoothing={smoothing!r}")
+    x, target = dense(L, x), dense(L, target)
+    if not ir.is_float(x.dtype):
+        raise Unsupported(f"cross entropy of {x.dtype} logits")
+    x = x if x.dtype == torch.float64 else ir.cast(x, torch.float32)
+    cdim = _class_dim(x)
+    if not ir.is_cheap(x):  # read by several kernels: computed once
+        x = L.materialize(x)
+    lse = _logsumexp_keep(L, x, cdim)
+    eps = float(smoothing)
+    if ir.is_float(target.dtype):
+        return _cross_entropy_probs(L, x, target, ir.op("sub", lse, x), cdim, eps, reduction)
+    lse_t = ir.reshape(lse, target.shape)
+    loss = ir.op("sub", lse_t, _pick_class(L, x, target, cdim, ignore_index))
+    if eps:
+        smooth = L.reduce("sum", ir.op("sub", lse, x), cdim)
+        loss = ir.op("add", ir.op("mul", loss, ir.const(1.0 - eps)),
+                     ir.op("mul", smooth, ir.const(eps / x.shape[cdim])))
+    return _ignored_mean(L, loss, target, ignore_index, reduction)
+
+
+def _cross_entropy_probs(L: Lowering, x: ir.Expr, target: ir.Expr, nll: ir.Expr, cdim: int,
+                         eps: float, reduction: str) -> ir.Expr:
+    """Class-probability targets: ``-(log_softmax(x) * t').sum()`` with ``t' = (1 - eps) t +
+    eps / C``, the mean over every element but the class dim (PyTorch divides by numel / C);
+    ignore_index does not apply."""
+    if target.shape != x.shape:
+        raise Unsupported(f"probability target shape {target.shape} for input {x.shape}")
+    t = _f(target)
+    if eps:
+        t = ir.op("add", ir.op("mul", t, ir.const(1.0 - eps)), ir.const(eps / x.shape[cdim]))
+    loss = L.reduce("sum", ir.op("mul", t, nll), cdim)
+    if reduction == "none":
+        return loss
+    total = L.reduce("sum", loss, None)
+    if reduction == "sum":
+        return total
+    return ir.op("div", total, ir.const(float(ir.numel(x.shape) // x.shape[cdim])))
+
+
+@fn(F.cross_entropy)
+def _cross_entropy(L: Lowering, input, target, weight=None, size_average=None,
+                   ignore_index: int = -100, reduce=None, reduction: str = "mean",
+                   label_smoothing: float = 0.0) -> ir.Expr:
+    reduction = _reduction_arg(size_average, reduce, reduction)
+    return cross_entropy(L, input, target, weight, ignore_index, reduction, label_smoothing)
+
+
+def nll_loss(L: Lowering, x, target, weight, ignore_index: int, reduction: str) -> ir.Expr:
+    """``F.nll_loss`` without class weights: ``-x[target]`` along the class dim."""
+    _no_weight(weight)
+    x, target = _f(dense(L, x)), dense(L, target)
+    picked = _pick_class(L, x, target, _class_dim(x), ignore_index)
+    return _ignored_mean(L, ir.op("neg", picked), target, ignore_index, reduction)
+
+
+@fn(F.nll_loss)
+def _nll_loss(L: Lowering, input, target, weight=None, size_average=None,
+              ignore_index: int = -100, reduce=None, reduction: str = "mean") -> ir.Expr:
+    reduction = _reduction_arg(size_average, reduce, reduction)
+    return nll_loss(L, input, target, weight, ignore_index, reduction)
+
+
+# ------------------------------------------------------------------ KL divergence
+
+
+def kl_div(L: Lowering, x, target, reduction: str, log_target: bool) -> ir.Expr:
+    """``F.kl_div`` as ATen computes it: ``exp(t) * (t - x)`` for log targets, else
+    ``xlogy(t, t) - t * x`` (xlogy is 0 where t == 0, so ``0 * x`` still gives NaN for an
+    infinite x, as PyTorch does). batchmean is the sum divided by the input's first dim."""
+    x, t = _f(dense(L, x)), _f(dense(L, target))
+    if log_target:
+        loss = ir.op("mul", ir.op("exp", t), ir.op("sub", t, x))
+    else:
+        xlogy = ir.op("where", ir.op("eq", t, ir.const(0.0)), ir.const(0.0),
+                      ir.op("mul", t, ir.op("log", t)))
+        loss = ir.op("sub", xlogy, ir.op("mul", t, x))
+    if reduction != "batchmean":
+        return _reduce_loss(L, loss, reduction)
+    total = L.reduce("sum", loss, None)
+    return ir.op("div", total, ir.const(float(x.shape[0]))) if x.shape else total
+
+
+@fn(F.kl_div)
+def _kl_div(L: Lowering, input, target, size_average=None, reduce=None,
+            reduction: str = "mean", log_target: bool = False) -> ir.Expr:
+    reduction = _reduction_arg(size_average, reduce, reduction, (*REDUCTIONS, "batchmean"))
+    return kl_div(L, input, target, reduction, bool(log_target))
+
+
+# ------------------------------------------------------------------ regression losses
+
+
+def _diff(L: Lowering, x, target) -> ir.Expr:
+    return ir.op("sub", _f(dense(L, x)), _f(dense(L, target)))
+
+
+def smooth_l1(L: Lowering, x, target, reduction: str, beta: float) -> ir.Expr:
+    """ATen's smooth L1: ``0.5 * z * z / beta`` below beta, ``z - 0.5 * beta`` above (L1 at 0)."""
+    z = ir.op("abs", _diff(L, x, target))
+    if beta == 0:
+        return _reduce_loss(L, z, reduction)
+    if beta < 0:
+        raise Unsupported(f"beta={beta}")
+    quad = ir.op("div", ir.op("mul", ir.op("mul", ir.const(0.5), z), z), ir.const(float(beta)))
+    lin = ir.op("sub", z, ir.const(0.5 * beta))
+    return _reduce_loss(L, ir.op("where", ir.op("lt", z, ir.const(float(beta))), quad, lin),
+                        reduction)
+
+
+def huber(L: Lowering, x, target, reduction: str, delta: float) -> ir.Expr:
+    """``0.5 * z * z`` below delta, ``delta * (z - 0.5 * delta)`` above."""
+    if delta <= 0:
+        raise Unsupported(f"delta={delta}")
+    z = ir.op("abs", _diff(L, x, target))
+    quad = ir.op("mul", ir.op("mul", ir.const(0.5), z), z)
+    lin = ir.op("mul", ir.const(float(delta)), ir.op("sub", z, ir.const(0.5 * delta)))
+    return _reduce_loss(L, ir.op("where", ir.op("lt", z, ir.const(float(delta))), quad, lin),
+                        reduction)
+
+
+@fn(F.smooth_l1_loss)
+def _smooth_l1_loss(L: Lowering, input, target, size_average=None, reduce=None,
+                    reduction: str = "mean", beta: float = 1.0) -> ir.Expr:
+    return smooth_l1(L, input, target, _reduction_arg(size_average, reduce, reduction), beta)
+
+
+@fn(F.huber_loss)
+def _huber_loss(L: Lowering, input, target, reduction: str = "mean", delta: float = 1.0,
+                weight=None) -> ir.Expr:
+    _no_weight(weight)
+    return huber(L, input, target, _reduction_arg(None, None, reduction), delta)
+
+
+@fn(F.mse_loss)
+def _mse_loss(L: Lowering, input, target, size_average=None, reduce=None,
+              reduction: str = "mean", weight=None) -> ir.Expr:
+    _no_weight(weight)
+    d = _diff(L, input, target)
+    return _reduce_loss(L, ir.op("mul", d, d), _reduction_arg(size_average, reduce, reduction))
+
+
+@fn(F.l1_loss)
+def _l1_loss(L: Lowering, input, target, size_average=None, reduce=None,
+             reduction: str = "mean", weight=None) -> ir.Expr:
+    _no_weight(weight)
+    loss = ir.op("abs", _diff(L, input, target))
+    return _reduce_loss(L, loss, _reduction_arg(size_average, reduce, reduction))
+
+
+# ------------------------------------------------------------------ nn loss modules
+
+
+@module(nn.CrossEntropyLoss)
+def _m_cross_entropy(L: Lowering, m: nn.CrossEntropyLoss, p, input, target) -> ir.Expr:
+    return cross_entropy(L, input, target, p("weight"), m.ignore_index,
+                         _reduction_arg(None, None, m.reduction), m.label_smoothing)
+
+
+@module(nn.NLLLoss)
+def _m_nll(L: Lowering, m: nn.NLLLoss, p, input, target) -> ir.Expr:
+    return nll_loss(L, input, target, p("weight"), m.ignore_index,
+                    _reduction_arg(None, None, m.reduction))
+
+
+@module(nn.KLDivLoss)
+def _m_kl_div(L: Lowering, m: nn.KLDivLoss, p, input, target) -> ir.Expr:
+    reduction = _reduction_arg(None, None, m.reduction, (*REDUCTIONS, "batchmean"))
+    return kl_div(L, input, target, reduction, m.log_target)
+
+
+@module(nn.SmoothL1Loss)
+def _m_smooth_l1(L: Lowering, m: nn.SmoothL1Loss, p, input, target) -> ir.Expr:
+    return smooth_l1(L, input, target, _reduction_arg(None, None, m.reduction), m.beta)
+
+
+@module(nn.HuberLoss)
+def _m_huber(L: Lowering, m: nn.HuberLoss, p, input, target) -> ir.Expr:
+    return huber(L, input, target, _reduction_arg(None, None, m.reduction), m.delta)
+
+
+@module(nn.MSELoss)
+def _m_mse(L: Lowering, m: nn.MSELoss, p, input, target) -> ir.Expr:
+    return _mse_loss(L, input, target, reduction=m.reduction)
+
+
+@module(nn.L1Loss)
+def _m_l1(L: Lowering, m: nn.L1Loss, p, input, target) -> ir.Expr:
+    return _l1_loss(L, input, target, reduction=m.reduction)

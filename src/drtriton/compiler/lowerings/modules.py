@@ -145,3 +145,10 @@ def _m_dropout(L, m, p, x):
 
 for _t in (nn.Dropout, nn.Dropout1d, nn.Dropout2d, nn.Dropout3d, nn.AlphaDropout):
     MODULES[_t] = _m_dropout
+
+
+@module(nn.Embedding)
+def _m_embedding(L, m, p, x):
+    from drtriton.compiler.lowerings.shapes import embedding
+
+    return embedding(L, x, p("weight"), m.padding_idx, m.max_norm)

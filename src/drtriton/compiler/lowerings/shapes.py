@@ -6,8 +6,10 @@ import math
 import operator
 
 import torch
+import torch.nn.functional as F
 
 from drtriton.compiler import ir
+from drtriton.compiler.kernels.gather import take_kernel
 from drtriton.compiler.lower import Unsupported
 from drtriton.compiler.lowerings.registry import fn, method
 
@@ -158,7 +160,9 @@ def _broadcast_to(L, x, shape):
     return _expand(L, x, *shape)
 
 
-def _index(x: ir.Expr, key) -> ir.Expr:
+def _index(x: ir.Expr, key, L=None) -> ir.Expr:
+    if isinstance(key, ir.Expr) and L is not None and key.dtype == torch.int64 and x.shape:
+        return _rows(L, x, key)  # x[index]: rows of x, as an embedding reads them
     if not isinstance(key, tuple):
         key = (key,)
     if any(isinstance(k, ir.Expr) for k in key):
@@ -192,7 +196,7 @@ def _index(x: ir.Expr, key) -> ir.Expr:
 @fn(operator.getitem)
 def _getitem(L, x, key):
     if isinstance(x, ir.Expr):
-        return _index(x, key)
+        return _index(x, key, L)
     return x[key]
 
 
@@ -334,3 +338,61 @@ def _full_like(L, x, fill_value, *, dtype=None, device=None, layout=None, requir
                memory_format=None, pin_memory=False):
     x = L.t(x)
     return _filled(x.shape, fill_value, dtype or x.dtype)
+
+
+# ------------------------------------------------------------------ gather
+
+
+def dense(L, v) -> ir.Expr:
+    """``v`` as an Expr that kernels evaluate as a tensor: a shaped constant (``torch.full_like``)
+    is a Python literal in kernel code, so ops on constants alone would yield Python scalars
+    (no ``.to()``, no block shape); it becomes a step-0 ``arange`` along its innermost dim,
+    broadcast to its shape."""
+    v = L.t(v)
+    if not isinstance(v, ir.Const) or not v.shape:
+        return v
+    axis = max(range(len(v.shape)), key=lambda k: (v.shape[k] > 1, k))
+    line = ir.arange(v.shape[axis], v.value, 0, v.dtype)
+    lone = tuple(n if k == axis else 1 for k, n in enumerate(v.shape))
+    return ir.broadcast_to(ir.reshape(line, lone), v.shape)
+
+
+def take(L, x: ir.Expr, dim: int, index: ir.Expr) -> ir.Expr:
+    """``out[i] = x[i with index[i] at dim]`` over index's shape (rank of x, and on every other
+    dim at most x's extent): one kernel, one lane per output element."""
+    x, index = dense(L, x), dense(L, index)
+    rank = len(x.shape)
+    if rank == 0 or len(index.shape) != rank:
+        raise Unsupported(f"gather of {x.shape} by an index of shape {index.shape}")
+    if index.dtype != torch.int64:
+        raise Unsupported(f"gather index of {index.dtype} (PyTorch requires int64)")
+    d = dim % rank
+    if any(index.shape[k] > x.shape[k] for k in range(rank) if k != d):
+        raise Unsupported(f"index shape {index.shape} exceeds input {x.shape}")
+    L.flush_expr(x, index)  # read by the kernel: no later epilogue may take over their buffers
+    return L.kernel(lambda w, o: take_kernel(w, x, d, index, o), index.shape, x.dtype)
+
+
+@fn(torch.gather)
+@method("gather")
+def gather(L, x, dim: int, index, *, sparse_grad: bool = False, out=None) -> ir.Expr:
+    """``torch.gather`` / ``Tensor.gather`` (``sparse_grad`` only changes the backward)."""
+    if out is not None:
+        raise Unsupported("out= argument")
+    return take(L, x, dim, index)
+
+
+@fn(F.embedding)
+def embedding(L, index, weight, padding_idx=None, max_norm=None, norm_type=2.0,
+              scale_grad_by_freq=False, sparse=False) -> ir.Expr:
+    """Rows of ``weight`` at ``index`` (``padding_idx`` only changes the backward)."""
+    if max_norm is not None:
+        raise Unsupported("embedding with max_norm (it renormalises the weight in place)")
+    return _rows(L, L.t(weight), L.t(index))
+
+
+def _rows(L, table: ir.Expr, index: ir.Expr) -> ir.Expr:
+    """``table[index]``: one row (the trailing dims) per index element."""
+    flat = ir.reshape(index, (ir.numel(index.shape), *([1] * (len(table.shape) - 1))))
+    wide = ir.broadcast_to(flat, (flat.shape[0], *table.shape[1:]))
+    return ir.reshape(take(L, table, 0, wide), (*index.shape, *table.shape[1:]))
