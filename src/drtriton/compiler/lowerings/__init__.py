@@ -10,9 +10,10 @@ from drtriton.compiler.lowerings import (
     layers,
     losses,
     modules,
+    recurrent,
     reductions,
     resample,
     shapes,
 )
 
-__all__ = ["elementwise", "layers", "losses", "modules", "reductions", "resample", "shapes"]
+__all__ = ["elementwise", "layers", "losses", "modules", "recurrent", "reductions", "resample", "shapes"]

@@ -1,0 +1,105 @@
+"""Lowerings of recurrent layers (``nn.LSTM``, ``nn.GRU``): per layer and direction, one GEMM
+for the input projection of every time step, then a Python loop in ``forward`` launching one
+fused step kernel per time step (``kernels.recurrent``); the outputs are views of the sequence
+buffers the steps write."""
+
+from __future__ import annotations
+
+import torch
+import torch.nn as nn
+
+from drtriton.compiler import ir, kernels
+from drtriton.compiler.kernels.recurrent import GATES, step_kernel
+from drtriton.compiler.lower import FUNCTIONS, Lowering, Unsupported
+from drtriton.compiler.lowerings.layers import linear
+from drtriton.compiler.lowerings.registry import _f, module
+
+
+@module(nn.LSTM, nn.GRU)
+def _m_recurrent(L: Lowering, m, p, x, hx=None):
+    cell = "lstm" if isinstance(m, nn.LSTM) else "gru"
+    if cell == "lstm" and m.proj_size:
+        raise Unsupported("LSTM with proj_size")
+    if m.dropout and m.training and m.num_layers > 1:
+        raise Unsupported("dropout between recurrent layers in training mode")
+    x = _f(L.t(x))
+    if len(x.shape) != 3:
+        raise Unsupported("unbatched recurrent input")
+    if m.batch_first:
+        x = ir.transpose(x, 0, 1)  # (T, B, I)
+    T, B, _ = x.shape
+    dirs = 2 if m.bidirectional else 1
+    h0, c0 = (hx if cell == "lstm" else (hx, None)) if hx is not None else (None, None)
+    layer_in, last_h, last_c = x, [], []
+    for layer in range(m.num_layers):
+        seqs = []
+        for d in range(dirs):
+            state = layer * dirs + d
+            seq, h_n, c_n = _direction(L, m, p, cell, layer_in, layer, d, _state(L, h0, state),
+                                       _state(L, c0, state), T, B)
+            seqs.append(seq)
+            last_h.append(h_n)
+            last_c.append(c_n)
+        layer_in = seqs[0] if dirs == 1 else FUNCTIONS[torch.cat](L, seqs, 2)
+    out = ir.transpose(layer_in, 0, 1) if m.batch_first else layer_in
+    h_n = FUNCTIONS[torch.stack](L, last_h, 0)
+    if cell == "gru":
+        return out, h_n
+    return out, (h_n, FUNCTIONS[torch.stack](L, last_c, 0))
+
+
+def _state(L: Lowering, v, index: int) -> ir.Expr | None:
+    return None if v is None else ir.view(_f(L.t(v)), L.t(v).shape[1:],
+                                          ((-1, index, 0), (0, 0, 1), (1, 0, 1)))
+
+
+def _direction(L: Lowering, m, p, cell: str, x: ir.Expr, layer: int, d: int, h0, c0, T: int,
+               B: int):
+    """One layer in one direction: (time-ordered output sequence, final h, final c)."""
+    H, gates = m.hidden_size, GATES[cell]
+    sfx = f"_l{layer}" + ("_reverse" if d else "")
+    bias = m.bias
+    gx = linear(L, ir.reshape(x, (T * B, x.shape[2])), p(f"weight_ih{sfx}"),
+                p(f"bias_ih{sfx}") if bias else None)
+    gx = _fresh(L, gx, copy=False)
+    whh = p(f"weight_hh{sfx}")
+    bhh = p(f"bias_hh{sfx}") if bias else ir.Const((gates * H,), torch.float32, 0.0)
+    bhh = _fresh(L, bhh, copy=False)
+    h0 = _fresh(L, h0 if h0 is not None else ir.Const((B, H), torch.float32, 0.0), copy=False)
+    c = _fresh(L, c0 if c0 is not None else ir.Const((B, H), torch.float32, 0.0), copy=True)
+    L.flush(whh.buf)
+    hs = L.new_buf()
+    L.shapes[hs] = ((T, B, H), torch.float32)
+    L.emitted.add(hs)
+    name = f"k{len(L.prog.kernels)}_{cell}_step"
+    k = step_kernel(cell, name, B, H, L.blocks.dot_precision)
+    L.prog.kernels.append(k)
+    consts = "".join(f", {n}={v}" for n, v in k.consts.items())
+    step_t = f"{T - 1} - s" if d else "s"
+    L.prog.body += [
+        f"{hs} = torch.empty(({T}, {B}, {H}), device=dev, dtype=torch.float32)",
+        f"for s in range({T}):",
+        f"    {name}[{k.grid}]({gx.buf}, {whh.buf}, {bhh.buf}, {h0.buf}, {hs}, {c.buf}, s, "
+        f"{step_t}, {B * H}{consts}, num_warps={k.warps})",
+    ]
+    steps = ir.Load((T, B, H), torch.float32, hs, (B * H, H, 1), 0)
+    seq = ir.view(steps, (T, B, H), ((0, T - 1, -1), (1, 0, 1), (2, 0, 1))) if d else steps
+    last = ir.view(steps, (B, H), ((-1, T - 1, 0), (0, 0, 1), (1, 0, 1)))
+    return seq, last, c
+
+
+def _fresh(L: Lowering, e: ir.Expr, copy: bool) -> ir.Load:
+    """``e`` as a contiguous buffer already written (its kernel emitted); ``copy``: a buffer of
+    its own even when ``e`` is one already (the step kernels update it in place)."""
+    if copy or isinstance(e, ir.Const):
+        e = L.kernel(lambda w, o, v=e: kernels.pointwise(w, v, o), e.shape, e.dtype)
+    else:
+        e = L.materialize(e)
+    L.flush(e.buf)
+    if e.offset or not _contiguous(e):
+        raise Unsupported("recurrent operand not contiguous")
+    return e
+
+
+def _contiguous(e: ir.Load) -> bool:
+    return tuple(e.strides) == ir.contiguous_strides(e.shape)

@@ -1,0 +1,92 @@
+"""``nn.LSTM`` and ``nn.GRU``: an input-projection GEMM per layer and direction, then one fused
+step kernel per time step; compiled and checked against PyTorch in the interpreter (also the GPU
+emission, whose dots are 3xTF32)."""
+
+from __future__ import annotations
+
+import os
+
+os.environ.setdefault("TRITON_INTERPRET", "1")
+
+import pytest  # noqa: E402
+import torch  # noqa: E402
+
+from compiler_cases.harness import run_pair  # noqa: E402
+from drtriton.compiler import CompilerConfig, UnsupportedOperatorError, compile_program  # noqa: E402
+
+TEMPLATE = '''
+import torch
+import torch.nn as nn
+
+
+class Model(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.rnn = nn.{cell}(5, 6, num_layers={layers}, batch_first={bf}, bidirectional={bi},
+                             bias={bias})
+
+    def forward(self, x{state_args}):
+        {unpack} = self.rnn(x{state_pass})
+        return {outputs}
+
+
+def get_inputs():
+    x = torch.randn({x_shape})
+    return [x{state_inputs}]
+
+
+def get_init_inputs():
+    return []
+'''
+
+
+def _program(cell, layers=1, bf=False, bi=False, bias=True, states=False, T=4, B=3):
+    dirs = 2 if bi else 1
+    x_shape = (B, T, 5) if bf else (T, B, 5)
+    n_states = 2 if cell == "LSTM" else 1
+    names = ["h0", "c0"][:n_states]
+    state_args = "".join(f", {n}" for n in names) if states else ""
+    state_pass = (", (h0, c0)" if cell == "LSTM" else ", h0") if states else ""
+    shape = (layers * dirs, B, 6)
+    state_inputs = "".join(f", torch.randn{shape}" for _ in names) if states else ""
+    unpack, outputs = (("out, (h, c)", "out, h, c") if cell == "LSTM" else ("out, h", "out, h"))
+    return TEMPLATE.format(cell=cell, layers=layers, bf=bf, bi=bi, bias=bias, unpack=unpack,
+                           outputs=outputs,
+                           state_args=state_args, state_pass=state_pass, x_shape=x_shape,
+                           state_inputs=state_inputs)
+
+
+CASES = {
+    "lstm": dict(cell="LSTM"),
+    "lstm_states_two_layers": dict(cell="LSTM", layers=2, states=True),
+    "lstm_bidirectional_batch_first": dict(cell="LSTM", bi=True, bf=True, layers=2),
+    "lstm_no_bias": dict(cell="LSTM", bias=False),
+    "gru": dict(cell="GRU"),
+    "gru_state_bidirectional": dict(cell="GRU", bi=True, states=True),
+    "gru_batch_first_two_layers": dict(cell="GRU", bf=True, layers=2, bias=False),
+}
+
+
+@pytest.mark.parametrize("device", ["cpu", "cuda"])
+@pytest.mark.parametrize("name", sorted(CASES))
+def test_recurrent_layers_match_pytorch(name, device, monkeypatch):
+    import triton
+
+    src = _program(**CASES[name])
+    candidate = compile_program(src, CompilerConfig(device=device))
+    assert "for s in range(" in candidate and "_step[" in candidate
+    if device == "cuda":  # the interpreter cannot benchmark: every autotuned kernel's first config
+        from test_compiler_cuda_emission import _fixed_autotune
+
+        monkeypatch.setattr(triton, "autotune", _fixed_autotune(0))
+    want, got = run_pair(src, candidate)
+    assert len(want) == len(got)
+    for w, g in zip(want, got, strict=True):
+        assert w.shape == g.shape
+        torch.testing.assert_close(g, w, atol=1e-5, rtol=1e-4)
+
+
+def test_an_lstm_with_projections_is_refused():
+    src = _program("LSTM").replace("bias=True)", "bias=True, proj_size=3)")
+    with pytest.raises(UnsupportedOperatorError, match="proj_size"):
+        compile_program(src, CompilerConfig(device="cpu"))
