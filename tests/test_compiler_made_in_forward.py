@@ -125,3 +125,11 @@ def test_weight_normed_modules_compute_their_weight(dim):
     candidate = compile_program(src, CompilerConfig(device="cpu"))
     want, got = run_pair(src, candidate)
     torch.testing.assert_close(got[0], want[0])
+
+
+def test_a_random_tensor_drawn_in_forward_is_refused_not_frozen():
+    """``torch.randn(3)`` without tensor inputs is folded by the trace into a constant; a
+    candidate would repeat that one draw, so the compiler refuses it."""
+    src = program("return a + torch.randn(3)", [(2, 3)])
+    with pytest.raises(UnsupportedOperatorError, match="differs between runs"):
+        compile_program(src, CompilerConfig(device="cpu"))

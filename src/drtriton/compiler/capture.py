@@ -11,6 +11,7 @@ same order and seeded initialisation matches.
 from __future__ import annotations
 
 import ast
+import itertools
 import re
 from dataclasses import dataclass
 
@@ -58,6 +59,7 @@ def capture(source: str) -> Captured:
         inputs = meta_inputs(module)
         tracer, graph = _trace(model, module, inputs)
         gm = fx.GraphModule(tracer.root, graph)
+        _refuse_random_constants(gm, model, module, inputs)
         if inputs is None or not propagate_on_meta(gm, inputs):
             # some op without a meta kernel (or inputs that need data): run the real thing once
             inputs = list(module.get_inputs())
@@ -66,6 +68,38 @@ def capture(source: str) -> Captured:
     names = [n.target for n in gm.graph.nodes if n.op == "placeholder"]
     init_src, preamble = extract_init(source)
     return Captured(gm, model, source.splitlines(), init_src, preamble, names, inputs)
+
+
+def _refuse_random_constants(gm: fx.GraphModule, model: torch.nn.Module, module, inputs) -> None:
+    """Tensors the trace folds into constants (``_tensor_constantN``) must not be random draws
+    (``torch.randn(3)`` in ``forward``): a candidate would repeat one draw. Traced again under
+    another seed, a random one changes."""
+    folded = [n.target for n in gm.graph.nodes
+              if n.op == "get_attr" and str(n.target).startswith("_tensor_constant")]
+    if not folded:
+        return
+    first = [gm.get_buffer(t).clone() for t in folded]
+    torch.manual_seed(1)
+    again = fx.GraphModule(*_retrace(model, module, inputs))
+    redone = [again.get_buffer(n.target) for n in again.graph.nodes  # the same order, new names
+              if n.op == "get_attr" and str(n.target).startswith("_tensor_constant")]
+    for one, other in itertools.zip_longest(first, redone):
+        if other is None or one is None or not _same(one, other):
+            raise UnsupportedOperatorError(
+                "forward", 0, "", "a tensor made in forward without inputs differs between "
+                "runs (random numbers?): a candidate cannot repeat it")
+
+
+def _same(a: torch.Tensor, b: torch.Tensor) -> bool:
+    if a.shape != b.shape or a.dtype != b.dtype:
+        return False
+    return torch.equal(a, b) or (a.is_floating_point()
+                                 and torch.allclose(a, b, rtol=0, atol=0, equal_nan=True))
+
+
+def _retrace(model: torch.nn.Module, module, inputs) -> tuple[torch.nn.Module, fx.Graph]:
+    tracer, graph = _trace(model, module, inputs)
+    return tracer.root, graph
 
 
 def _trace(model: torch.nn.Module, module, inputs: list | None) -> tuple[fx.Tracer, fx.Graph]:
