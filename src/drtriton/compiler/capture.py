@@ -79,8 +79,9 @@ def _refuse_random_constants(gm: fx.GraphModule, model: torch.nn.Module, module,
     if not folded:
         return
     first = [gm.get_buffer(t).clone() for t in folded]
-    torch.manual_seed(1)
-    again = fx.GraphModule(*_retrace(model, module, inputs))
+    with TORCH_STATE_LOCK:  # reentrant: capture holds it already
+        torch.manual_seed(1)
+        again = fx.GraphModule(*_retrace(model, module, inputs))
     redone = [again.get_buffer(n.target) for n in again.graph.nodes  # the same order, new names
               if n.op == "get_attr" and str(n.target).startswith("_tensor_constant")]
     for one, other in itertools.zip_longest(first, redone):
