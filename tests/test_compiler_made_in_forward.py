@@ -133,3 +133,17 @@ def test_a_random_tensor_drawn_in_forward_is_refused_not_frozen():
     src = program("return a + torch.randn(3)", [(2, 3)])
     with pytest.raises(UnsupportedOperatorError, match="differs between runs"):
         compile_program(src, CompilerConfig(device="cpu"))
+
+
+SIZE_ZERO = BUFFER_SLICE.replace(
+    "        return x * self.table[:s]",
+    "        z = torch.zeros(x.size(0), s, 4, device=x.device)\n"
+    "        return (x * self.table[:s]).view(x.size(0), -1) + z.view(x.size(0), -1)")
+
+
+def test_size_of_dim_zero_under_the_shape_tracer_is_that_size():
+    """The retrace with known shapes answers ``x.size(0)`` with dim 0's size (fx's MetaProxy
+    returned every size for a falsy dim), so ``view(x.size(0), -1)`` and ``zeros`` trace."""
+    candidate = compile_program(SIZE_ZERO, CompilerConfig(device="cpu"))
+    want, got = run_pair(SIZE_ZERO, candidate)
+    torch.testing.assert_close(got[0], want[0])

@@ -125,18 +125,43 @@ def _trace_with_shapes(model: torch.nn.Module, module, inputs: list | None):
     import inspect
     import warnings
 
-    from torch.fx.experimental.meta_tracer import MetaTracer
-
     if inputs is None:
         inputs = list(module.get_inputs())
     names = list(inspect.signature(model.forward).parameters)
     metas = {n: x.to("meta") for n, x in zip(names, inputs, strict=False)
              if isinstance(x, torch.Tensor)}
-    tracer = MetaTracer()
+    tracer = _shape_tracer()
     tracer.record_stack_traces = True
     with warnings.catch_warnings():  # ops without meta values fall back to symbolic sizes
         warnings.simplefilter("ignore")
         return tracer, tracer.trace(model, meta_args=metas)
+
+
+def _shape_tracer_class():
+    from torch.fx.experimental.meta_tracer import MetaProxy, MetaTracer
+
+    class SizedProxy(MetaProxy):
+        """MetaProxy, but ``size(0)`` is the size of dim 0 (MetaProxy drops a falsy dim and
+        returns every size)."""
+
+        def size(self, dim: int | None = None):
+            meta = getattr(self, "_tensor_meta", None)
+            if meta is not None:
+                return meta.size() if dim is None else meta.size(dim)
+            args = (self,) if dim is None else (self, dim)
+            return self.tracer.create_proxy("call_method", "size", args, {})
+
+    class ShapeTracer(MetaTracer):
+        def proxy(self, node: fx.Node) -> SizedProxy:
+            return SizedProxy(node, self)
+
+    return ShapeTracer
+
+
+def _shape_tracer() -> fx.Tracer:
+    """A tracer that knows the inputs' shapes (its class is made on first use: it subclasses
+    ``torch.fx.experimental``'s, imported only when needed)."""
+    return _shape_tracer_class()()
 
 
 def meta_inputs(module) -> list | None:
