@@ -32,6 +32,15 @@ BODIES = {
     # a shaped constant keeps its shape through ops: a sum over it counts its elements
     "sum_over_ones_and_a_filled_mean": (
         "return torch.ones(3, 4).sum(0) * 2 + a + (torch.full_like(a, 2.0) * 3).mean()", [(4,)]),
+    "tensor_of_numbers_on_the_input_device": (
+        "return a * torch.tensor(2.5, device=a.device)"
+        " + torch.tensor([1.0, 2.0, 3.0, 4.0, 5.0], device=a.device)", [(3, 5)]),
+    "causal_masked_fill_with_minus_inf": (
+        "m = torch.ones(5, 5).tril() == 0\n"
+        "return torch.softmax(a.masked_fill(m, float('-inf')), -1)", [(5, 5)]),
+    "flip_and_select": (
+        "return torch.flip(a, dims=[1]) + a.flip(0) + a.select(1, 2)[:, None]"
+        " + torch.select(a, 0, -1).sum()", [(3, 5)]),
     "ones_like_int_and_full_like": (
         "return a + torch.ones_like(a, dtype=torch.int64) + torch.full_like(a, -1.5)", [(2, 5)]),
 }

@@ -396,3 +396,42 @@ def _rows(L, table: ir.Expr, index: ir.Expr) -> ir.Expr:
     flat = ir.reshape(index, (ir.numel(index.shape), *([1] * (len(table.shape) - 1))))
     wide = ir.broadcast_to(flat, (flat.shape[0], *table.shape[1:]))
     return ir.reshape(take(L, table, 0, wide), (*index.shape, *table.shape[1:]))
+
+
+@fn(torch.tensor, torch.as_tensor)
+def _tensor(L, data, dtype=None, device=None, requires_grad=False, pin_memory=False):
+    """A tensor of Python numbers made in ``forward``: a constant (see ``_traced_constant``)."""
+    if any(isinstance(v, ir.Expr) for v in _numbers(data)):
+        raise Unsupported("torch.tensor of traced values")
+    return L._traced_constant(L.new_buf("made"), torch.tensor(data, dtype=dtype))
+
+
+def _numbers(data) -> list:
+    return [v for d in data for v in _numbers(d)] if isinstance(data, list | tuple) else [data]
+
+
+@fn(torch.flip)
+@method("flip")
+def _flip(L, x, *dims_args, dims=None):
+    x = L.t(x)
+    dims = {d % len(x.shape) for d in _shape_args(dims_args if dims is None else (dims,))}
+    maps = tuple((d, n - 1, -1) if d in dims else (d, 0, 1) for d, n in enumerate(x.shape))
+    return ir.view(x, x.shape, maps)
+
+
+@fn(torch.select)
+@method("select")
+def _select(L, x, dim, index):
+    x = L.t(x)
+    d = dim % len(x.shape)
+    return _index(x, (slice(None),) * d + (index,))
+
+
+@fn(torch.masked_fill)
+@method("masked_fill")
+def _masked_fill(L, x, mask, value):
+    x, mask = L.t(x), L.t(mask)
+    value = L.t(value)
+    if value.shape:
+        raise Unsupported("masked_fill with a non-scalar value")
+    return ir.op("where", ir.cast(mask, torch.bool), ir.cast(value, x.dtype), x, dtype=x.dtype)
