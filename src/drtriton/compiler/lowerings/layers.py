@@ -290,3 +290,60 @@ def adaptive_avg(L, nsp, x, output_size):
 
 for _n, _f_ in enumerate([F.adaptive_avg_pool1d, F.adaptive_avg_pool2d, F.adaptive_avg_pool3d], 1):
     fn(_f_)(lambda L, x, output_size, _n=_n: adaptive_avg(L, _n, x, output_size))
+
+
+# ------------------------------------------------------------------ einsum
+
+
+@fn(torch.einsum)
+def _einsum(L, equation, *operands):
+    """One or two operands, explicit output (``->``), no ellipsis or repeated index in one
+    operand: a permute-and-sum, or a batched matmul (batch, left-free, contracted, right-free
+    indices grouped, indices of one operand alone summed first)."""
+    if len(operands) == 1 and isinstance(operands[0], list | tuple):
+        operands = tuple(operands[0])
+    eq = equation.replace(" ", "")
+    if "->" not in eq or "." in eq or len(operands) not in (1, 2):
+        raise Unsupported(f"einsum {equation!r} (one or two operands, explicit output)")
+    ins, out = eq.split("->")
+    terms = ins.split(",")
+    xs = [_f(L.t(x)) for x in operands]
+    if len(terms) != len(xs) or any(len(set(t)) != len(t) or len(t) != len(x.shape)
+                                    for t, x in zip(terms, xs, strict=True)):
+        raise Unsupported(f"einsum {equation!r} (repeated or mismatched indices)")
+    xs = [_sum_unused(L, x, t, [out, *[u for u in terms if u is not t]])
+          for x, t in zip(xs, terms, strict=True)]
+    terms = [_kept(t, [out, *[u for u in terms if u is not t]]) for t in terms]
+    if len(xs) == 1:
+        return ir.permute(xs[0], tuple(terms[0].index(c) for c in out))
+    return _einsum_pair(L, xs, terms, out)
+
+
+def _kept(term: str, others: list[str]) -> str:
+    return "".join(c for c in term if any(c in o for o in others))
+
+
+def _sum_unused(L, x: ir.Expr, term: str, others: list[str]) -> ir.Expr:
+    dims = tuple(i for i, c in enumerate(term) if not any(c in o for o in others))
+    return L.reduce("sum", x, dims, False) if dims else x
+
+
+def _einsum_pair(L, xs: list[ir.Expr], terms: list[str], out: str) -> ir.Expr:
+    (a, b), (ta, tb) = xs, terms
+    batch = [c for c in out if c in ta and c in tb]
+    left = [c for c in out if c in ta and c not in tb]
+    right = [c for c in out if c in tb and c not in ta]
+    contracted = [c for c in ta if c in tb and c not in out]
+    size = {c: n for t, x in zip(terms, xs, strict=True) for c, n in zip(t, x.shape, strict=True)}
+
+    def grouped(x, t, groups):
+        order = [c for g in groups for c in g]
+        x = ir.permute(x, tuple(t.index(c) for c in order))
+        return ir.reshape(x, tuple(math.prod(size[c] for c in g) for g in groups))
+
+    a3 = grouped(a, ta, [batch, left, contracted])
+    b3 = grouped(b, tb, [batch, contracted, right])
+    y = matmul(L, a3, b3)  # (batch, left, right)
+    y = ir.reshape(y, tuple(size[c] for c in batch + left + right))
+    order = batch + left + right
+    return ir.permute(y, tuple(order.index(c) for c in out))
