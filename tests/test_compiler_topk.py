@@ -1,4 +1,5 @@
-"""``torch.topk`` as k masked arg-reductions, checked against PyTorch in the interpreter."""
+"""``torch.topk`` as k masked arg-reductions and ``torch.cumprod`` as a blocked scan, checked
+against PyTorch in the interpreter."""
 
 from __future__ import annotations
 
@@ -35,3 +36,15 @@ def test_a_large_k_is_refused_naming_topk():
     with pytest.raises(UnsupportedOperatorError, match="topk"):
         compile_program(program("return torch.topk(a, 9).values", [(3, 20)]),
                         CompilerConfig(device="cpu"))
+
+
+@pytest.mark.parametrize(("body", "shapes"), [
+    ("return torch.cumprod(a, dim=1)", [(3, 7)]),
+    ("return torch.cumprod(1.0 + 0.01 * a, dim=0) * 2", [(2500, 3)]),  # several blocks
+    ("return a.cumprod(-1)", [(2, 3, 1500)]),
+])
+def test_cumprod_matches_pytorch(body, shapes):
+    src = program(body, shapes)
+    candidate = compile_program(src, CompilerConfig(device="cpu"))
+    want, got = run_pair(src, candidate)
+    torch.testing.assert_close(got[0], want[0], atol=1e-5, rtol=1e-4)

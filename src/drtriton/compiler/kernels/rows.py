@@ -175,7 +175,8 @@ def scan(w: Writer, kind: str, x: ir.Expr, dim: int, out: str) -> Kernel:
     w.line("rm = (tl.program_id(0) * BM + tl.arange(0, BM))[:, None]")
     w.line(f"mmask = rm < {M}")
     kidx = w.delinearize("rm", kshape)
-    fill = {"cumsum": "0.0", "cummax": '-float("inf")', "cummin": 'float("inf")'}[kind]
+    fill = {"cumsum": "0.0", "cumprod": "1.0", "cummax": '-float("inf")',
+            "cummin": 'float("inf")'}[kind]
     carry = w.tmp(f"tl.full([BM], {fill}, tl.float32)", "carry")
     strides = ir.contiguous_strides(shape)
     with w.block(f"for r0 in range(0, {R}, {BR}):"):
@@ -190,6 +191,10 @@ def scan(w: Writer, kind: str, x: ir.Expr, dim: int, out: str) -> Kernel:
         if kind == "cumsum":
             c = w.tmp(f"tl.cumsum({v}, 1) + {carry}[:, None]", "c")
             w.line(f"{carry} = {carry} + tl.sum({v}, 1)")
+        elif kind == "cumprod":
+            w.helpers.add("_mul_combine")
+            c = w.tmp(f"tl.associative_scan({v}, 1, _mul_combine) * {carry}[:, None]", "c")
+            w.line(f"{carry} = {carry} * tl.reduce({v}, 1, _mul_combine)")
         else:
             comb = "_max_combine" if kind == "cummax" else "_min_combine"
             fn = "maximum" if kind == "cummax" else "minimum"

@@ -37,6 +37,10 @@ def _max_combine(a, b):
 def _min_combine(a, b):
     return tl.minimum(a, b)
 ''',
+    "_mul_combine": '''@triton.jit
+def _mul_combine(a, b):
+    return a * b
+''',
 }
 
 

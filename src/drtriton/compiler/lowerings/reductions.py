@@ -174,6 +174,14 @@ def _cumsum(L, x, dim, dtype=None):
     return L.scan("cumsum", _f(L.t(x)), dim)
 
 
+@fn(torch.cumprod)
+@method("cumprod")
+def _cumprod(L, x, dim, dtype=None):
+    """Products in blocks (an associative scan) times the running product of earlier blocks:
+    the order of the multiplications differs from PyTorch's sequential one, as cumsum's does."""
+    return L.scan("cumprod", _f(L.t(x)), dim)
+
+
 def _cum_ext(kind):
     def h(L, x, dim):
         values = L.scan(kind, _f(L.t(x)), dim)
