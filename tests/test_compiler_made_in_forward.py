@@ -1,6 +1,7 @@
-"""Tensors a forward makes for itself (``torch.arange``, ``torch.ones``, constants the trace folds)
-and sizes it reads (``.device``, ``x.shape[1]`` slicing a buffer): compiled and checked against
-PyTorch in the interpreter."""
+"""Constructs real forwards use: tensors a forward makes for itself (``torch.arange``,
+``torch.ones``, constants the trace folds), sizes it reads (``.device``, ``x.shape[1]`` slicing a
+buffer), weight norm, masked_fill, flip/select, ceil-mode max pooling: compiled and checked
+against PyTorch in the interpreter."""
 
 from __future__ import annotations
 
@@ -155,4 +156,18 @@ def test_size_of_dim_zero_under_the_shape_tracer_is_that_size():
     returned every size for a falsy dim), so ``view(x.size(0), -1)`` and ``zeros`` trace."""
     candidate = compile_program(SIZE_ZERO, CompilerConfig(device="cpu"))
     want, got = run_pair(SIZE_ZERO, candidate)
+    torch.testing.assert_close(got[0], want[0])
+
+
+@pytest.mark.parametrize(("body", "shapes"), [
+    ("return F.max_pool2d(a, 2, ceil_mode=True)", [(1, 2, 5, 5)]),
+    ("return F.max_pool2d(a, 3, stride=2, padding=1, ceil_mode=True)", [(2, 3, 8, 7)]),
+    ("return F.max_pool1d(a, 3, stride=2, ceil_mode=True)", [(2, 3, 10)]),
+    ("return nn.MaxPool2d(3, stride=2, ceil_mode=True)(a)", [(1, 4, 13, 13)]),  # SqueezeNet
+])
+def test_max_pooling_with_ceil_mode(body, shapes):
+    src = program(body, shapes)
+    candidate = compile_program(src, CompilerConfig(device="cpu"))
+    want, got = run_pair(src, candidate)
+    assert want[0].shape == got[0].shape
     torch.testing.assert_close(got[0], want[0])

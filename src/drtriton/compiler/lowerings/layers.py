@@ -240,8 +240,8 @@ for _n, (_c, _ct) in enumerate([(F.conv1d, F.conv_transpose1d), (F.conv2d, F.con
 def pool(L: Lowering, kind: str, nsp: int, x, kernel_size, stride=None, padding=0, dilation=1,
          ceil_mode=False, count_include_pad=True, divisor_override=None, return_indices=False):
     x = _f(L.t(x))
-    if ceil_mode:
-        raise Unsupported("ceil_mode=True")
+    if ceil_mode and kind != "max":
+        raise Unsupported("ceil_mode=True for average pooling")
     if return_indices:
         raise Unsupported("return_indices=True")
     if divisor_override is not None:
@@ -252,13 +252,24 @@ def pool(L: Lowering, kind: str, nsp: int, x, kernel_size, stride=None, padding=
     if kind == "avg" and not count_include_pad and any(padding):
         raise Unsupported("count_include_pad=False with padding")
     ins = x.shape[-nsp:]
-    outs = tuple((i + 2 * p - d * (k - 1) - 1) // s + 1 for i, p, d, k, s in
+    outs = tuple(_pooled_size(i, p, d, k, s, ceil_mode) for i, p, d, k, s in
                  zip(ins, padding, dilation, ksz, stride, strict=True))
     shape = x.shape[:-nsp] + outs
     x = reread_input(L, x, ir.numel(shape) * ir.numel(ksz) / ir.numel(x.shape))
     L.flush_expr(x)
     return L.kernel(lambda w, o, x=x: kernels.pool(w, kind, x, ksz, stride, padding, dilation, shape, o),
                     shape, torch.float32)
+
+
+def _pooled_size(n: int, p: int, d: int, k: int, s: int, ceil_mode: bool) -> int:
+    """PyTorch's pooling output size; with ``ceil_mode`` the last window may hang over the end
+    (max pooling ignores what it covers outside the input) but must start inside the input or
+    its left padding."""
+    span = n + 2 * p - d * (k - 1) - 1
+    if not ceil_mode:
+        return span // s + 1
+    out = -(-span // s) + 1
+    return out - 1 if (out - 1) * s >= n + p else out
 
 
 for _n, (_a, _m) in enumerate([(F.avg_pool1d, F.max_pool1d), (F.avg_pool2d, F.max_pool2d),
