@@ -18,7 +18,7 @@ from drtriton.compiler import lowerings as _lowerings  # noqa: F401  (fills the 
 from drtriton.compiler.capture import capture
 from drtriton.compiler.config import CompilerConfig, UnsupportedOperatorError
 from drtriton.compiler.emit import emit
-from drtriton.compiler.lower import Lowering
+from drtriton.compiler.lower import MODULES, Lowering
 from drtriton.compiler.tune import Tuning
 from drtriton.program import TORCH_STATE_LOCK
 
@@ -38,7 +38,7 @@ def compile_program(source: str, config: CompilerConfig | None = None,
     named kernel's launch to its chosen config."""
     config = config or CompilerConfig()
     with TORCH_STATE_LOCK:  # tracing (and lowering its graph) is not thread-safe
-        cap = capture(source)
+        cap = capture(source, frozenset(MODULES))  # other modules are traced through
         prog = Lowering(cap, config, tuning).run()
         if config.mode == "hybrid" and not prog.kernels:
             # Everything went to the vendor libraries (a lone matmul or convolution), but a

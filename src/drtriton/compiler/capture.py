@@ -50,16 +50,25 @@ def node_line(node: fx.Node, lines: list[str]) -> tuple[int, str]:
     return n, lines[n - 1].strip() if 0 < n <= len(lines) else ""
 
 
-def capture(source: str) -> Captured:
+def capture(source: str, lowered: frozenset[type] | None = None) -> Captured:
+    """``lowered``: module types the compiler lowers whole (kept as calls in the graph); any
+    other module is traced through, down to the functions it calls. None: fx's own rule (the
+    modules of ``torch.nn`` are kept)."""
     with TORCH_STATE_LOCK:  # a seed, a trace and eager shape runs: see its comment
         module = load_program(source, FILENAME)
         init_inputs = list(module.get_init_inputs())
         torch.manual_seed(0)
         model = module.Model(*init_inputs)
         inputs = meta_inputs(module)
-        tracer, graph = _trace(model, module, inputs)
+        try:
+            tracer, graph = _trace(model, module, inputs, lowered)
+        except UnsupportedOperatorError:
+            # a module traced through did not trace: keep torch.nn's modules whole, so the
+            # lowering names the one it cannot lower
+            lowered = None
+            tracer, graph = _trace(model, module, inputs, lowered)
         gm = fx.GraphModule(tracer.root, graph)
-        _refuse_random_constants(gm, model, module, inputs)
+        _refuse_random_constants(gm, model, module, inputs, lowered)
         if inputs is None or not propagate_on_meta(gm, inputs):
             # some op without a meta kernel (or inputs that need data): run the real thing once
             inputs = list(module.get_inputs())
@@ -70,7 +79,8 @@ def capture(source: str) -> Captured:
     return Captured(gm, model, source.splitlines(), init_src, preamble, names, inputs)
 
 
-def _refuse_random_constants(gm: fx.GraphModule, model: torch.nn.Module, module, inputs) -> None:
+def _refuse_random_constants(gm: fx.GraphModule, model: torch.nn.Module, module, inputs,
+                             lowered: frozenset[type] | None) -> None:
     """Tensors the trace folds into constants (``_tensor_constantN``) must not be random draws
     (``torch.randn(3)`` in ``forward``): a candidate would repeat one draw. Traced again under
     another seed, a random one changes."""
@@ -81,7 +91,7 @@ def _refuse_random_constants(gm: fx.GraphModule, model: torch.nn.Module, module,
     first = [gm.get_buffer(t).clone() for t in folded]
     with TORCH_STATE_LOCK:  # reentrant: capture holds it already
         torch.manual_seed(1)
-        again = fx.GraphModule(*_retrace(model, module, inputs))
+        again = fx.GraphModule(*_retrace(model, module, inputs, lowered))
     redone = [again.get_buffer(n.target) for n in again.graph.nodes  # the same order, new names
               if n.op == "get_attr" and str(n.target).startswith("_tensor_constant")]
     for one, other in itertools.zip_longest(first, redone):
@@ -98,30 +108,31 @@ def _same(a: torch.Tensor, b: torch.Tensor) -> bool:
                                  and torch.allclose(a, b, rtol=0, atol=0, equal_nan=True))
 
 
-def _retrace(model: torch.nn.Module, module, inputs) -> tuple[torch.nn.Module, fx.Graph]:
-    tracer, graph = _trace(model, module, inputs)
+def _retrace(model: torch.nn.Module, module, inputs, lowered) -> tuple[torch.nn.Module, fx.Graph]:
+    tracer, graph = _trace(model, module, inputs, lowered)
     return tracer.root, graph
 
 
-def _trace(model: torch.nn.Module, module, inputs: list | None) -> tuple[fx.Tracer, fx.Graph]:
+def _trace(model: torch.nn.Module, module, inputs: list | None,
+           lowered: frozenset[type] | None = None) -> tuple[fx.Tracer, fx.Graph]:
     """Trace ``forward`` symbolically; where that fails, again with the inputs' shapes known
     (``MetaTracer``: sizes read in ``forward`` are then plain ints, so a buffer sliced by a
     sequence length, ``self.cos[:x.shape[2]]``, traces)."""
-    tracer = fx.Tracer()
+    tracer = _Tracer(lowered)
     tracer.record_stack_traces = True
     try:
         return tracer, tracer.trace(model)
     except Exception as exc:  # data-dependent control flow, untraceable calls, ...
         first = exc
     try:
-        return _trace_with_shapes(model, module, inputs)
+        return _trace_with_shapes(model, module, inputs, lowered)
     except Exception:  # noqa: BLE001 - the plain trace's error says more
         pass
     raise UnsupportedOperatorError(
         "forward", 0, "", f"cannot trace forward(): {type(first).__name__}: {first}") from first
 
 
-def _trace_with_shapes(model: torch.nn.Module, module, inputs: list | None):
+def _trace_with_shapes(model: torch.nn.Module, module, inputs: list | None, lowered):
     import inspect
     import warnings
 
@@ -131,10 +142,32 @@ def _trace_with_shapes(model: torch.nn.Module, module, inputs: list | None):
     metas = {n: x.to("meta") for n, x in zip(names, inputs, strict=False)
              if isinstance(x, torch.Tensor)}
     tracer = _shape_tracer()
+    tracer.lowered = lowered
     tracer.record_stack_traces = True
     with warnings.catch_warnings():  # ops without meta values fall back to symbolic sizes
         warnings.simplefilter("ignore")
         return tracer, tracer.trace(model, meta_args=metas)
+
+
+class _Tracer(fx.Tracer):
+    """fx's tracer, keeping as calls only the modules the compiler lowers whole."""
+
+    def __init__(self, lowered: frozenset[type] | None) -> None:
+        super().__init__()
+        self.lowered = lowered
+
+    def is_leaf_module(self, m: torch.nn.Module, qualname: str) -> bool:
+        return _is_leaf(self, m, qualname, super().is_leaf_module)
+
+
+def _is_leaf(tracer, m: torch.nn.Module, qualname: str, default) -> bool:
+    lowered = tracer.lowered
+    if lowered is None:
+        return default(m, qualname)
+    kind = type(m)
+    if torch.nn.utils.parametrize.is_parametrized(m):
+        kind = kind.__mro__[1]  # the module it parametrizes
+    return kind in lowered
 
 
 def _shape_tracer_class():
@@ -151,9 +184,18 @@ def _shape_tracer_class():
             args = (self,) if dim is None else (self, dim)
             return self.tracer.create_proxy("call_method", "size", args, {})
 
+        @property
+        def is_nested(self) -> bool:  # traced tensors are never nested
+            return False
+
     class ShapeTracer(MetaTracer):
+        lowered: frozenset[type] | None = None
+
         def proxy(self, node: fx.Node) -> SizedProxy:
             return SizedProxy(node, self)
+
+        def is_leaf_module(self, m: torch.nn.Module, qualname: str) -> bool:
+            return _is_leaf(self, m, qualname, super().is_leaf_module)
 
     return ShapeTracer
 

@@ -260,7 +260,8 @@ class Lowering(Reductions):
             raise Unsupported(f"tensor constant of {len(values)} elements made in forward")
         var = "c_" + target.replace(".", "_")
         # a buffer made once in __init__: a tensor made in forward would run PyTorch there
-        self.prog.init_lines.append(f"self.register_buffer({var!r}, torch.tensor({values!r}, "
+        literal = repr(values).replace("inf", 'float("inf")').replace("nan", 'float("nan")')
+        self.prog.init_lines.append(f"self.register_buffer({var!r}, torch.tensor({literal}, "
                                     f"dtype={t.dtype}).reshape({shape!r}), persistent=False)")
         self.prog.body.append(f"{var} = self.{var}")
         self.shapes[var] = (shape, t.dtype)

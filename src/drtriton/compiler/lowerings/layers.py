@@ -358,3 +358,62 @@ def _einsum_pair(L, xs: list[ir.Expr], terms: list[str], out: str) -> ir.Expr:
     y = ir.reshape(y, tuple(size[c] for c in batch + left + right))
     order = batch + left + right
     return ir.permute(y, tuple(order.index(c) for c in out))
+
+
+# ------------------------------------------------------------------ multi-head attention
+
+
+@fn(F.multi_head_attention_forward)
+def _mha_forward(L, query, key, value, embed_dim_to_check, num_heads, in_proj_weight,
+                 in_proj_bias, bias_k, bias_v, add_zero_attn, dropout_p, out_proj_weight,
+                 out_proj_bias, training=True, key_padding_mask=None, need_weights=True,
+                 attn_mask=None, use_separate_proj_weight=False, q_proj_weight=None,
+                 k_proj_weight=None, v_proj_weight=None, static_k=None, static_v=None,
+                 average_attn_weights=True, is_causal=False):
+    """``nn.MultiheadAttention``'s functional core (sequence-first (L, N, E) inputs) as its
+    decomposition: the packed or separate input projections, per-head scaled dot-product
+    attention, the output projection. Attention weights are not returned (None)."""
+    if need_weights:
+        raise Unsupported("multi-head attention returning its weights (need_weights=True)")
+    if bias_k is not None or bias_v is not None or add_zero_attn or static_k is not None \
+            or static_v is not None or key_padding_mask is not None:
+        raise Unsupported("multi-head attention with bias_k/v, zero attention, static keys or "
+                          "a key padding mask")
+    if dropout_p and training:
+        raise Unsupported("multi-head attention dropout in training mode (random)")
+    q, k, v = (_f(L.t(t)) for t in (query, key, value))
+    if len(q.shape) != 3:
+        raise Unsupported("unbatched multi-head attention input")
+    E, H = q.shape[2], num_heads
+    if use_separate_proj_weight:
+        weights = [L.t(w) for w in (q_proj_weight, k_proj_weight, v_proj_weight)]
+    else:
+        w = L.t(in_proj_weight)
+        weights = [_rows_of(w, i * E, E) for i in range(3)]
+    biases = [None] * 3 if in_proj_bias is None else [
+        _rows_of(L.t(in_proj_bias), i * E, E) for i in range(3)]
+    heads = [_heads(linear(L, t, wt, b), H) for t, wt, b in zip((q, k, v), weights, biases,
+                                                                   strict=True)]
+    Lq, N = q.shape[0], q.shape[1]
+    mask = None if attn_mask is None else L.t(attn_mask)
+    if mask is not None and mask.dtype == torch.bool:  # True: not attended (unlike SDPA's)
+        mask = ir.op("where", mask, ir.const(float("-inf")), ir.const(0.0), dtype=torch.float32)
+    if mask is not None and len(mask.shape) == 3:  # (N * heads, L, S)
+        mask = ir.reshape(mask, (N, H, *mask.shape[1:]))
+    attn = scaled_dot_product_attention(L, *heads, mask, 0.0, is_causal and mask is None)
+    merged = ir.reshape(ir.permute(ir.reshape(attn, (N, H, Lq, E // H)), (2, 0, 1, 3)),
+                        (Lq, N, E))
+    out = linear(L, merged, L.t(out_proj_weight),
+                 None if out_proj_bias is None else L.t(out_proj_bias))
+    return out, None
+
+
+def _rows_of(w: ir.Expr, start: int, n: int) -> ir.Expr:
+    maps = ((0, start, 1),) + tuple((d, 0, 1) for d in range(1, len(w.shape)))
+    return ir.view(w, (n, *w.shape[1:]), maps)
+
+
+def _heads(x: ir.Expr, heads: int) -> ir.Expr:
+    """(L, N, E) -> (N, heads, L, E / heads)."""
+    Lx, N, E = x.shape
+    return ir.permute(ir.reshape(x, (Lx, N, heads, E // heads)), (1, 2, 0, 3))
