@@ -255,7 +255,9 @@ def skinny_tiles(w: Writer, a: ir.Expr, b: ir.Expr, out: str) -> Kernel:
     for k in range(K):
         av = w.ev(a, [*ridx, str(k)], "rmask")
         bv = w.ev(b, ["0"] * len(batch) + [str(k), "rn"], "nmask")
-        w.line(f"acc += {av}.to(tl.float32)[:, None] * {bv}.to(tl.float32)[None, :]")
+        # + zeros: an operand that does not vary (a constant state) is a scalar in kernel code
+        w.line(f"acc += ({av} + tl.zeros([BM], tl.float32))[:, None]"
+               f" * ({bv} + tl.zeros([{bn}], tl.float32))[None, :]")
     w.line("cmask = rmask[:, None] & nmask[None, :]")
     lin = w.tmp(f"rm[:, None] * {N} + rn[None, :]", "o")
     w.store(out, lin, "acc", "cmask", (*batch, M, N))

@@ -385,8 +385,9 @@ class Writer:
             return f"tl.where(tl.abs({x} - tl.floor({x}) - 0.5) == 0, 2.0 * tl.floor({x} * 0.5 + 0.5), tl.floor({x} + 0.5))"
         if n == "arange":  # params: (start, step); the value of element idx[-1]
             start, step = p
-            value = f"({_lit(start)} + {idx[-1]} * {_lit(step)})"
-            return f"{value}.to({TL_DTYPES[e.dtype]})" if idx[-1] != "0" else value
+            # tl.full: a tensor even where the index is a Python int (an unrolled loop's)
+            dt = TL_DTYPES[e.dtype]
+            return f"(tl.full([], {_lit(start)}, {dt}) + {idx[-1]} * {_lit(step)}).to({dt})"
         if n in ("triu", "tril"):  # params: (diagonal,) or (diagonal, value of the cut part)
             diag, fill = (*p, 0)[:2]
             rel = ">=" if n == "triu" else "<="

@@ -13,6 +13,7 @@ from drtriton.compiler.kernels.recurrent import GATES, step_kernel
 from drtriton.compiler.lower import FUNCTIONS, Lowering, Unsupported
 from drtriton.compiler.lowerings.layers import linear
 from drtriton.compiler.lowerings.registry import _f, module
+from drtriton.compiler.lowerings.shapes import dense
 
 
 @module(nn.LSTM, nn.GRU)
@@ -103,3 +104,55 @@ def _fresh(L: Lowering, e: ir.Expr, copy: bool) -> ir.Load:
 
 def _contiguous(e: ir.Load) -> bool:
     return tuple(e.strides) == ir.contiguous_strides(e.shape)
+
+
+# ------------------------------------------------------------------ single steps (cells)
+
+
+def _recurrent_term(L: Lowering, m, p, h: ir.Expr, B: int) -> ir.Expr:
+    """``h @ W_hh^T + b_hh``; a zero state (the first step, or no state given) contributes the
+    bias alone, with no product over constants."""
+    bias = p("bias_hh") if m.bias else None
+    if isinstance(h, ir.Const) and h.value == 0:
+        n = (4 if isinstance(m, nn.LSTMCell) else 3) * m.hidden_size
+        if bias is None:
+            return ir.Const((B, n), torch.float32, 0.0)
+        return ir.broadcast_to(ir.reshape(bias, (1, n)), (B, n))
+    return linear(L, dense(L, h), p("weight_hh"), bias)
+
+
+@module(nn.LSTMCell, nn.GRUCell)
+def _m_cell(L: Lowering, m, p, x, hx=None):
+    """One step of ``nn.LSTMCell``/``nn.GRUCell`` (a model's own loop calls it per step): two
+    linear layers and the gate arithmetic, all lazy expressions fused into their consumers."""
+    x = _f(L.t(x))
+    if len(x.shape) != 2:
+        raise Unsupported("unbatched recurrent cell input")
+    B, H = x.shape[0], m.hidden_size
+    zeros = ir.Const((B, H), torch.float32, 0.0)
+    if isinstance(m, nn.LSTMCell):
+        h, c = (zeros, zeros) if hx is None else (_f(L.t(hx[0])), _f(L.t(hx[1])))
+        c = dense(L, c)  # a constant state (zeros) as a tensor-valued expression in kernels
+    else:
+        h, c = (zeros if hx is None else _f(L.t(hx))), None
+    gi = linear(L, x, p("weight_ih"), p("bias_ih") if m.bias else None)
+    gh = _recurrent_term(L, m, p, h, B)
+    h = dense(L, h)
+
+    def gate(g: ir.Expr, q: int) -> ir.Expr:
+        return ir.view(g, (B, H), ((0, 0, 1), (1, q * H, 1)))
+
+    def sig(v: ir.Expr) -> ir.Expr:
+        return ir.op("sigmoid", v)
+
+    def tanh(v: ir.Expr) -> ir.Expr:
+        return ir.op("tanh", v)
+
+    if c is not None:
+        i, f, g, o = (ir.op("add", gate(gi, q), gate(gh, q)) for q in range(4))
+        c_new = ir.op("add", ir.op("mul", sig(f), c), ir.op("mul", sig(i), tanh(g)))
+        return ir.op("mul", sig(o), tanh(c_new)), c_new
+    r = sig(ir.op("add", gate(gi, 0), gate(gh, 0)))
+    z = sig(ir.op("add", gate(gi, 1), gate(gh, 1)))
+    n = tanh(ir.op("add", gate(gi, 2), ir.op("mul", r, gate(gh, 2))))
+    return ir.op("add", ir.op("mul", ir.op("sub", ir.const(1.0), z), n), ir.op("mul", z, h))
