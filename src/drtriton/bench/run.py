@@ -89,10 +89,9 @@ def _policy(config: BenchConfig, device: str):
 def _compile(pool, source: str, mode: str, target: str) -> tuple[str, dict]:
     """The compiler's candidate, captured (and on a GPU tuned) in a sandboxed child, at the
     precision the judge's preset holds it to, and a note of its tuning for the row."""
-    arguments = {"mode": mode, "device": target, "precision": pool.config.precision}
-    result = pool.call(source, "drtriton.compiler.convert:compile_in_child", arguments,
-                       phase="compiler capture",
-                       exclusive=target == "cuda")  # it tunes: timings must not share the GPU
+    from drtriton.compiler.convert import compile_sandboxed
+
+    result = compile_sandboxed(pool, source, mode, target)
     if "error" in result:
         raise ValueError(result["error"])
     tuned = result.get("tuning", {}).get("choices", {})

@@ -11,6 +11,7 @@ same order and seeded initialisation matches.
 from __future__ import annotations
 
 import ast
+import functools
 import itertools
 import re
 from dataclasses import dataclass
@@ -91,7 +92,8 @@ def _refuse_random_constants(gm: fx.GraphModule, model: torch.nn.Module, module,
     first = [gm.get_buffer(t).clone() for t in folded]
     with TORCH_STATE_LOCK:  # reentrant: capture holds it already
         torch.manual_seed(1)
-        again = fx.GraphModule(*_retrace(model, module, inputs, lowered))
+        tracer, graph = _trace(model, module, inputs, lowered)
+        again = fx.GraphModule(tracer.root, graph)
     redone = [again.get_buffer(n.target) for n in again.graph.nodes  # the same order, new names
               if n.op == "get_attr" and str(n.target).startswith("_tensor_constant")]
     for one, other in itertools.zip_longest(first, redone):
@@ -106,11 +108,6 @@ def _same(a: torch.Tensor, b: torch.Tensor) -> bool:
         return False
     return torch.equal(a, b) or (a.is_floating_point()
                                  and torch.allclose(a, b, rtol=0, atol=0, equal_nan=True))
-
-
-def _retrace(model: torch.nn.Module, module, inputs, lowered) -> tuple[torch.nn.Module, fx.Graph]:
-    tracer, graph = _trace(model, module, inputs, lowered)
-    return tracer.root, graph
 
 
 def _trace(model: torch.nn.Module, module, inputs: list | None,
@@ -170,6 +167,7 @@ def _is_leaf(tracer, m: torch.nn.Module, qualname: str, default) -> bool:
     return kind in lowered
 
 
+@functools.cache
 def _shape_tracer_class():
     from torch.fx.experimental.meta_tracer import MetaProxy, MetaTracer
 

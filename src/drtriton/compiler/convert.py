@@ -51,6 +51,14 @@ def compile_in_child(source: str, mode: str, device: str, tune: bool = True,
         return {"error": f"{type(exc).__name__}: {exc}" if not str(exc) else str(exc)}
 
 
+def compile_sandboxed(pool, source: str, mode: str, device: str) -> dict:
+    """``compile_in_child`` in one of ``pool``'s sandboxes, at the precision of the pool's judge
+    preset; on CUDA the child has the GPU to itself (it times kernels while tuning)."""
+    arguments = {"mode": mode, "device": device, "precision": pool.config.precision}
+    return pool.call(source, "drtriton.compiler.convert:compile_in_child", arguments,
+                     phase="compiler capture", exclusive=device == "cuda")
+
+
 def _compiled(source: str, mode: str, device: str, tune: bool, precision: str) -> dict:
     from drtriton.compiler import CompilerConfig, compile_program
 
@@ -116,10 +124,7 @@ def convert(program: str, out: str | None = None, device: str = "auto", mode: st
     try:
         config = JudgeConfig(mode=mode, device=dev, jobs_per_gpu=1, **(judge_options or {}))
         with JudgePool(config, workers=1) as pool:
-            arguments = {"mode": mode, "device": dev, "precision": config.precision}
-            result = pool.call(source, "drtriton.compiler.convert:compile_in_child", arguments,
-                               phase="compiler capture",
-                               exclusive=dev == "cuda")  # tuning times kernels
+            result = compile_sandboxed(pool, source, mode, dev)
             if "error" in result:
                 echo(f"error: {program}: {result['error']}")
                 return 2

@@ -39,11 +39,8 @@ def measure_choices(candidate: str, reference: str, device: str = "cuda") -> Tun
     config each autotuned kernel chose."""
     from triton.runtime.autotuner import Autotuner
 
-    module = _import_file(candidate)
     program = load_program(reference, "reference")
-    with TORCH_STATE_LOCK:
-        torch.manual_seed(TUNING_SEED)
-        model = module.ModelNew(*program.get_init_inputs()).to(device)
+    module, model = _candidate_model(candidate, program, device)
     inputs = make_inputs(program, TUNING_SEED, device)
     with torch.no_grad():
         as_output_tuple(model(*inputs))
@@ -70,13 +67,19 @@ def time_candidates(candidates: list[str], reference: str, device: str = "cuda")
     inputs = make_inputs(program, TUNING_SEED, device)
     times = []
     for source in candidates:
-        module = _import_file(source)
-        with TORCH_STATE_LOCK:
-            torch.manual_seed(TUNING_SEED)
-            model = module.ModelNew(*program.get_init_inputs()).to(device)
+        _, model = _candidate_model(source, program, device)
         with torch.no_grad():
             times.append(float(do_bench(lambda m=model: m(*inputs), return_mode="median")))
     return times
+
+
+def _candidate_model(source: str, program, device: str):
+    """The candidate's module and its ``ModelNew``, built as the reference's ``Model`` is."""
+    module = _import_file(source)
+    with TORCH_STATE_LOCK:
+        torch.manual_seed(TUNING_SEED)
+        model = module.ModelNew(*program.get_init_inputs()).to(device)
+    return module, model
 
 
 def _import_file(source: str):

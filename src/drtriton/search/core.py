@@ -13,7 +13,6 @@ from pathlib import Path
 import torch
 
 from drtriton.judge import JudgeConfig, JudgePool, Verdict
-from drtriton.judge.config import PRESET_ALLOWS_TF32
 from drtriton.search.cache import VerdictCache, judging_settings
 from drtriton.search.compose import Choice, best_cover, compose, verdict_cost
 from drtriton.search.fragments import make_fragment, segments, trace
@@ -236,7 +235,7 @@ def search(
     started = time.perf_counter()
     judge_config = config.judge_config()
     device = judge_config.resolved_device()
-    precision = "tf32" if PRESET_ALLOWS_TF32[config.preset] else "fp32"
+    precision = JudgeConfig(preset=config.preset).precision
     generators = list(generators) if generators else [
         compiler_generator(config.mode, device, precision)]
     own_pool = pool is None

@@ -42,7 +42,7 @@ def k_major(L: Lowering, a: ir.Expr, b: ir.Expr) -> tuple[ir.Expr, ir.Expr]:
     if L.blocks.dot_precision == "ieee" or min(M, N, K) < TENSOR_CORE_MIN:
         return a, b
     if isinstance(a, ir.Load) and a.strides[-1] != 1:
-        a = L.materialize(ir.view(a, a.shape, tuple((d, 0, 1) for d in range(len(a.shape)))))
+        a = L.materialize(a)
     if isinstance(b, ir.Load) and b.strides[-2] != 1:
         b = ir.transpose(L.materialize(ir.transpose(b, -2, -1)), -2, -1)
     return a, b

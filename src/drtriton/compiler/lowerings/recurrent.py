@@ -10,7 +10,7 @@ import torch.nn as nn
 
 from drtriton.compiler import ir, kernels
 from drtriton.compiler.kernels.recurrent import GATES, step_kernel
-from drtriton.compiler.lower import FUNCTIONS, Lowering, Unsupported
+from drtriton.compiler.lower import FUNCTIONS, Lowering, Unsupported, _contig
 from drtriton.compiler.lowerings.layers import linear
 from drtriton.compiler.lowerings.registry import _f, module
 from drtriton.compiler.lowerings.shapes import dense
@@ -97,13 +97,9 @@ def _fresh(L: Lowering, e: ir.Expr, copy: bool) -> ir.Load:
     else:
         e = L.materialize(e)
     L.flush(e.buf)
-    if e.offset or not _contiguous(e):
+    if e.offset or not _contig(e.shape, e.strides):
         raise Unsupported("recurrent operand not contiguous")
     return e
-
-
-def _contiguous(e: ir.Load) -> bool:
-    return tuple(e.strides) == ir.contiguous_strides(e.shape)
 
 
 # ------------------------------------------------------------------ single steps (cells)
