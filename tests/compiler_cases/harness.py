@@ -53,7 +53,10 @@ def run_pair(source: str, candidate: str, seed: int = 0):
     return want, got
 
 
-def check(source: str, mode: str = "strict", atol: float = 1e-4, rtol: float = 1e-4) -> str:
+def check(source: str, mode: str = "strict", atol: float = 1e-4, rtol: float = 1e-4,
+          equal_nan: bool = True) -> str:
+    """Compile ``source`` for the interpreter and compare every output with PyTorch's (shape,
+    dtype, values); returns the candidate."""
     candidate = compile_program(source, CompilerConfig(mode=mode, device="cpu"))
     want, got = run_pair(source, candidate)
     assert len(want) == len(got)
@@ -61,7 +64,7 @@ def check(source: str, mode: str = "strict", atol: float = 1e-4, rtol: float = 1
         assert w.shape == g.shape, (w.shape, g.shape)
         assert w.dtype == g.dtype, (w.dtype, g.dtype)
         if w.dtype.is_floating_point:
-            torch.testing.assert_close(g, w, atol=atol, rtol=rtol, equal_nan=True)
+            torch.testing.assert_close(g, w, atol=atol, rtol=rtol, equal_nan=equal_nan)
         else:
             assert torch.equal(g, w)
     return candidate
