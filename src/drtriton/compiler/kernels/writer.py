@@ -92,11 +92,6 @@ class TuneConfig:
         stages = f", num_stages={self.stages}" if self.stages is not None else ""
         return f"triton.Config({{{inner}}}, num_warps={self.warps}{stages})"
 
-    def launch_kwargs(self) -> str:
-        consts = "".join(f", {k}={v}" for k, v in self.consts)
-        stages = f", num_stages={self.stages}" if self.stages is not None else ""
-        return f"{consts}, num_warps={self.warps}{stages}"
-
     def describe(self) -> str:
         consts = " ".join(f"{k}={v}" for k, v in self.consts)
         return f"{consts} warps={self.warps} stages={self.stages or 'default'}"
@@ -120,6 +115,7 @@ class Kernel:
     work: int = 1  # total work, passed as the runtime argument N (autotune key)
     helpers: set[str] = field(default_factory=set)
     warps: int | None = None  # num_warps of a fixed (not autotuned) CUDA launch
+    stages: int | None = None  # num_stages of a fixed launch (None: Triton's default)
     # launched just before this one into the same output: writes the elements this kernel skips
     # (a transposed convolution's outputs that no input reaches); its name is this one's + "_fill"
     fill: Kernel | None = None
@@ -134,9 +130,8 @@ class Kernel:
         if not 0 <= index < len(self.configs):
             raise ValueError(f"{self.name}: config {index} of {len(self.configs)}")
         self.chosen, self.tuned_on = index, device_name
-
-    def autotuned(self) -> bool:
-        return bool(self.configs) and self.chosen is None
+        config = self.configs[index]
+        self.consts, self.warps, self.stages = dict(config.consts), config.warps, config.stages
 
     def render(self) -> str:
         """The kernel's source: autotuned over ``configs``, or fixed at the chosen one with the
@@ -150,13 +145,14 @@ class Kernel:
         return (f"# tuned on {self.tuned_on or 'a GPU'} over {len(self.configs)} configs, chose "
                 f"{self.configs[self.chosen].describe()}:\n{tried}\n{self.source}")
 
-    def launch(self) -> str:
-        args = ", ".join([*self.buffers, str(self.work)])
-        if self.chosen is not None:
-            return f"{self.name}[{self.grid}]({args}{self.configs[self.chosen].launch_kwargs()})"
+    def launch(self, runtime: tuple[str, ...] = ()) -> str:
+        """The launch line; ``runtime``: scalar arguments between the buffers and N."""
+        args = ", ".join([*self.buffers, *runtime, str(self.work)])
         consts = "".join(f", {k}={v}" for k, v in self.consts.items())
         if self.warps is not None:
             consts += f", num_warps={self.warps}"
+        if self.stages is not None:
+            consts += f", num_stages={self.stages}"
         return f"{self.name}[{self.grid}]({args}{consts})"
 
 

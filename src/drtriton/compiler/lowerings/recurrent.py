@@ -74,14 +74,12 @@ def _direction(L: Lowering, m, p, cell: str, x: ir.Expr, layer: int, d: int, h0,
     L.emitted.add(hs)
     name = f"k{len(L.prog.kernels)}_{cell}_step"
     k = step_kernel(cell, name, B, H, L.blocks.dot_precision)
+    k.buffers = [gx.buf, whh.buf, bhh.buf, h0.buf, hs, c.buf]
     L.prog.kernels.append(k)
-    consts = "".join(f", {n}={v}" for n, v in k.consts.items())
-    step_t = f"{T - 1} - s" if d else "s"
     L.prog.body += [
         f"{hs} = torch.empty(({T}, {B}, {H}), device=dev, dtype=torch.float32)",
         f"for s in range({T}):",
-        f"    {name}[{k.grid}]({gx.buf}, {whh.buf}, {bhh.buf}, {h0.buf}, {hs}, {c.buf}, s, "
-        f"{step_t}, {B * H}{consts}, num_warps={k.warps})",
+        "    " + k.launch(("s", f"{T - 1} - s" if d else "s")),  # time runs backwards for d = 1
     ]
     steps = ir.Load((T, B, H), torch.float32, hs, (B * H, H, 1), 0)
     seq = ir.view(steps, (T, B, H), ((0, T - 1, -1), (1, 0, 1), (2, 0, 1))) if d else steps
