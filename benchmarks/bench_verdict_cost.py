@@ -1,5 +1,6 @@
-"""What a verdict costs: cold (nothing of ours cached), warm (reference and baselines cached), a
-group of candidates of one program, and small programs on a warm pool.
+"""What a verdict costs: cold (nothing of ours cached), warm (reference and baselines cached),
+warm with the candidate's kernels in the judge's kernel store, a group of candidates of one
+program, and small programs on a warm pool.
 
     python benchmarks/bench_verdict_cost.py --scale gpu --out benchmarks/results/verdict_cost/h200
     python benchmarks/bench_verdict_cost.py --scale cpu --out benchmarks/results/verdict_cost/cpu
@@ -7,7 +8,8 @@ group of candidates of one program, and small programs on a warm pool.
 Reads the declarative plan ``benchmarks/plans/verdict_cost.json``: the programs (real-model
 blocks at their published sizes; ``cpu`` gives the small sizes the CPU run substitutes), the
 group programs and the small pairs. Candidates are the built-in compiler's strict output,
-compiled in the judge's sandbox. Every verdict is a row of ``OUT.rows.jsonl`` (resumable: rows
+compiled (and, on a GPU, tuned) in the judge's sandbox. The kernel store starts empty; each
+row's ``cache_hits`` says what it found cached (``candidate:kernels``: the store's binaries). Every verdict is a row of ``OUT.rows.jsonl`` (resumable: rows
 already there are kept) with its whole record, phase split included; ``OUT.json`` holds the
 medians with machine, versions, commit and date, ``OUT.csv`` one line per row.
 """
@@ -71,6 +73,7 @@ def row_of(kind: str, name: str, verdict, extra: dict | None = None) -> dict:
 
 def run(args: argparse.Namespace) -> list[dict]:
     from drtriton.bench.suites import sized_source
+    from drtriton.compiler.convert import compile_sandboxed
     from drtriton.judge import JudgeConfig, JudgePool
     from drtriton.program import ProgramError
 
@@ -86,6 +89,7 @@ def run(args: argparse.Namespace) -> list[dict]:
         seed=args.seed,
         timeout_s=args.timeout_s,
         baseline_cache=os.path.join(cache, "baselines.sqlite"),  # ours starts empty
+        kernel_store=os.path.join(cache, "kernels"),
         jobs_per_gpu=plan["group_size"],
         memory_limit_gb=args.memory_limit_gb,
     )
@@ -116,13 +120,13 @@ def run(args: argparse.Namespace) -> list[dict]:
             if args.scale == "cpu":
                 source = sized_source(source, entry["cpu"])
             if ("cold", name) in seen and ("warm", name) in seen and (
+                ("warm_store", name) in seen or device == "cpu") and (
                 name not in plan["group_programs"] or ("group", name) in seen
             ):
                 continue
             started = time.monotonic()
             try:
-                result = pool.call(source, "drtriton.compiler.convert:compile_in_child",
-                                   {"mode": "strict", "device": device}, "compiler capture")
+                result = compile_sandboxed(pool, source, "strict", device)
             except ProgramError as exc:
                 result = {"error": str(exc)}
             compile_s = round(time.monotonic() - started, 3)
@@ -135,6 +139,10 @@ def run(args: argparse.Namespace) -> list[dict]:
             keep(row_of("cold", name, cold, {"compile_candidate_s": compile_s}))
             warm = pool.verify(source, candidate)
             keep(row_of("warm", name, warm))
+            if pool.kernels is not None:
+                pool.kernels.wait(300)
+                stored = pool.verify(source, candidate)
+                keep(row_of("warm_store", name, stored, {"store": dict(pool.kernels.counts)}))
             if name in plan["group_programs"]:
                 group = [candidate + f"\n# answer {k}\n" for k in range(plan["group_size"])]
                 started = time.monotonic()
@@ -143,6 +151,7 @@ def run(args: argparse.Namespace) -> list[dict]:
                 statuses = sorted({v.status for v in verdicts})
                 keep({"kind": "group", "program": name, "status": ",".join(statuses),
                       "wall_s": wall, "phase_s": {}, "size": len(group),
+                      "kernel_hits": sum(map(_kernel_hits, map(vars, verdicts))),
                       "verdict_wall_s": [round(v.wall_s, 3) for v in verdicts]})
         for ref_path, cand_path in plan["small_pairs"]:
             name = Path(cand_path).stem
@@ -150,6 +159,8 @@ def run(args: argparse.Namespace) -> list[dict]:
                 continue
             ref, cand = (REPO / ref_path).read_text(), (REPO / cand_path).read_text()
             pool.verify(ref, cand)  # warms the pool and our caches for this pair
+            if pool.kernels is not None:
+                pool.kernels.wait(120)
             verdict = pool.verify(ref, cand)
             keep(row_of("small", name, verdict))
     rows_file.close()
@@ -169,12 +180,19 @@ def summarise(rows: list[dict], out: str) -> dict:
         own += r["phase_s"].get("candidate_timing/timed calls", 0.0)
         return r["wall_s"] - own
 
+    def med_where(kind: str, keep) -> float | None:
+        values = [r["wall_s"] for r in rows if r["kind"] == kind and r.get("status") != "error"
+                  and keep(r)]
+        return round(statistics.median(values), 3) if values else None
+
     warm = [r for r in rows if r["kind"] == "warm"]
     summary = {
         "environment": next((r["environment"] for r in rows if "environment" in r), {}),
         "programs": len({r["program"] for r in rows if r["kind"] == "cold"}),
         "cold_median_s": med("cold"),
         "warm_median_s": med("warm"),
+        "warm_compiling_median_s": med_where("warm", lambda r: not _kernel_hits(r)),
+        "warm_store_median_s": med("warm_store"),
         "group_median_s": med("group"),
         "small_warm_median_s": med("small"),
         "warm_overhead_median_s": round(statistics.median(map(overhead, warm)), 3) if warm else None,
@@ -191,6 +209,10 @@ def summarise(rows: list[dict], out: str) -> dict:
             writer.writerow([r["kind"], r["program"], r["status"], r["wall_s"],
                              json.dumps(r.get("phase_s", {}))])
     return summary
+
+
+def _kernel_hits(row: dict) -> bool:
+    return any(h.endswith(":kernels") for h in row.get("cache_hits") or [])
 
 
 def main() -> None:

@@ -76,6 +76,26 @@ def test_convert_tunes_on_the_gpu_and_the_tuned_candidate_is_correct():
 
 
 @pytest.mark.gpu
+def test_a_second_verdict_loads_its_kernels_from_the_store(tmp_path):
+    """The first verdict's kernels are compiled for the store by the compile child; the second
+    verdict of the same candidate loads them, and is still correct."""
+    from drtriton.judge import JudgePool
+
+    source = (ROOT / "examples" / "mlp_gelu.py").read_text()
+    candidate = compile_program(source, CompilerConfig(mode="strict", device="cuda"))
+    config = JudgeConfig(device="cuda", kernel_store=str(tmp_path / "kernels"))
+    with JudgePool(config, workers=1) as pool:
+        first = pool.verify(source, candidate)
+        assert pool.kernels is not None and pool.kernels.wait(300)
+        assert pool.kernels.counts["admitted"] >= 1, pool.kernels.failures
+        second = pool.verify(source, candidate)
+    _timed_and_correct(first)
+    _timed_and_correct(second)
+    assert "candidate:kernels" not in first.cache_hits
+    assert "candidate:kernels" in second.cache_hits, second.cache_hits
+
+
+@pytest.mark.gpu
 def test_search_times_fragments_and_keeps_a_verified_program(tmp_path):
     config = SearchConfig(device="cuda", max_fragment_ops=2, wall_time_s=300,
                           cache_path=str(tmp_path / "verdicts.sqlite"))

@@ -119,6 +119,9 @@ class JudgeConfig:
     # settings); None: cache.default_baseline_cache(). fresh_baselines re-measures them.
     baseline_cache: str | None = None
     fresh_baselines: bool = False
+    # Compiled kernels kept across candidates (CUDA, sandboxed only; see kernel_store.py): a
+    # directory, None for kernel_store.default_kernel_store(), "" for none.
+    kernel_store: str | None = None
     # Children of one GPU that may run at once (imports, Triton compilation, correctness trials);
     # timing always holds the GPU alone.
     jobs_per_gpu: int = 4

@@ -37,6 +37,7 @@ from drtriton.judge.cache import BaselineCache, ReferenceCache, source_key
 from drtriton.judge.channel import OutputChannel
 from drtriton.judge.compare import Comparison, compare_outputs
 from drtriton.judge.config import JudgeConfig
+from drtriton.judge.kernel_store import REQUESTS_FILE, KernelCompiler
 from drtriton.judge.sandbox import JobResult, Sandbox
 from drtriton.judge.static import check_source
 from drtriton.judge.verdict import Verdict
@@ -115,6 +116,7 @@ class Slot:
     environment: dict
     references: ReferenceCache = field(default_factory=ReferenceCache)
     baselines: BaselineCache | None = None
+    kernels: KernelCompiler | None = None  # compiles kernels for the store (CUDA)
     gpu: GpuLock = field(default_factory=GpuLock)
     free: queue.Queue = field(default_factory=queue.Queue)
 
@@ -277,6 +279,8 @@ def _job_spec(kind: str, config: JudgeConfig, slot: Slot, ref: Reference | None 
     }
     if ref is not None:
         spec.update(model_seed=ref.model_seed, input_seeds=ref.input_seeds)
+    if slot.kernels is not None:
+        spec["kernel_store"] = slot.kernels.store.root
     return spec
 
 
@@ -413,6 +417,9 @@ class _Run:
         for name, seconds in ((report or {}).get("phase_s") or {}).items():
             if isinstance(seconds, (int, float)):
                 self.clock.seconds[f"{job}/{name}"] = seconds
+        store = (report or {}).get("kernel_store")
+        if isinstance(store, dict) and isinstance(store.get("loaded"), int) and store["loaded"]:
+            self.cache_hits.append(f"{job}:kernels")  # as the child says: information only
 
     def verdict(self, status: str, reason: str = "", **fields) -> Verdict:
         return Verdict(
@@ -483,6 +490,8 @@ def _judge_in(work: Path, ref: Reference, candidate: str, run: _Run) -> Verdict:
                    {"candidate.py": candidate})
     with clock("candidate"):
         result, blob = _run_job(run, job_dir, cache)
+    if slot.kernels is not None:
+        slot.kernels.submit(job_dir / REQUESTS_FILE)
     tail = result.output[-4000:]
     report, problem = _child_outcome(run, "candidate", result, job_dir, ref,
                                      len(ref.input_seeds))

@@ -27,6 +27,7 @@ from drtriton.judge import isolation
 from drtriton.judge.cache import BaselineCache, default_baseline_cache
 from drtriton.judge.config import JudgeConfig, default_scratch_root
 from drtriton.judge.core import Slot, environment_record, judge_pair, run_call
+from drtriton.judge.kernel_store import KernelCompiler, KernelStore, default_kernel_store
 from drtriton.judge.sandbox import Sandbox
 from drtriton.judge.verdict import Verdict
 
@@ -50,8 +51,10 @@ class JudgePool:
         root = config.scratch_dir or default_scratch_root()
         self._scratch = tempfile.mkdtemp(prefix="drtriton-judge-", dir=root)
         baselines = None
+        self.kernels: KernelCompiler | None = None
         if device != "cpu":
             baselines = BaselineCache(config.baseline_cache or default_baseline_cache())
+            self.kernels = self._kernel_compiler()
         try:
             self.slots = _make_slots(self, device, workers, baselines)
             _start_all([box for slot in self.slots for box in slot.sandboxes])
@@ -65,7 +68,20 @@ class JudgePool:
         scratch = os.path.join(self._scratch, name)
         limit = int(self.config.memory_limit_for(device) * (1 << 30))
         cap = self.config.output_cap_bytes
-        return Sandbox(device, scratch, cuda_index, limit, cap, bwrap=self._bwrap, gpu_minor=minor)
+        store = (self.kernels.store.root,) if self.kernels else ()
+        return Sandbox(device, scratch, cuda_index, limit, cap, bwrap=self._bwrap, gpu_minor=minor,
+                       read_only_paths=store)
+
+    def _kernel_compiler(self) -> KernelCompiler | None:
+        """The kernel store and its compiler (CUDA only; never without the OS sandbox, where a
+        child could write the store)."""
+        root = self.config.kernel_store
+        if root == "" or self._bwrap is None:
+            return None
+        store = KernelStore(root or default_kernel_store())
+        box = Sandbox("cpu", os.path.join(self._scratch, "kernels"), bwrap=self._bwrap,
+                      interpret=False)
+        return KernelCompiler(store, box)
 
     def _slot(self, i: int) -> Slot:
         return self.slots[i % len(self.slots)]
@@ -118,6 +134,8 @@ class JudgePool:
             return list(executor.map(one, enumerate(pairs)))
 
     def close(self) -> None:
+        if getattr(self, "kernels", None) is not None:
+            self.kernels.close()
         for slot in getattr(self, "slots", []):
             for box in slot.sandboxes:
                 box.close()
@@ -163,7 +181,8 @@ def _make_slots(pool: JudgePool, device: str, workers: int | None, baselines) ->
         judge_device = f"cuda:{index}"
         env = environment_record(config, judge_device, pool._sandbox_text)
         # The children see only this GPU (CUDA_VISIBLE_DEVICES), as their device 0.
-        slots.append(Slot(boxes, judge_device, "cuda:0", env, baselines=baselines))
+        slots.append(Slot(boxes, judge_device, "cuda:0", env, baselines=baselines,
+                          kernels=pool.kernels))
     return slots
 
 

@@ -43,7 +43,12 @@ class JobResult:
     memory_limit_gb: float = 0.0  # the limit the child ran under
 
 
-def clean_environment(device: str, cuda_index: int | None, scratch: str) -> dict[str, str]:
+def clean_environment(
+    device: str, cuda_index: int | None, scratch: str, interpret: bool | None = None
+) -> dict[str, str]:
+    """The environment of a sandboxed server. ``interpret`` (default: on the CPU) runs Triton
+    kernels in its interpreter; off on the CPU, Triton compiles for a GPU target it is given
+    (the kernel store's compile children) and no GPU is visible."""
     env = {k: v for k, v in os.environ.items() if k in _KEEP_NAMES or k.startswith(_KEEP_PREFIXES)}
     env.update(
         HOME=scratch,
@@ -54,7 +59,8 @@ def clean_environment(device: str, cuda_index: int | None, scratch: str) -> dict
         TORCHDYNAMO_DISABLE="1",  # torch.compile in a candidate runs eagerly, in plain sight
     )
     if device == "cpu":
-        env["TRITON_INTERPRET"] = "1"  # must be set before triton is imported
+        if interpret is None or interpret:
+            env["TRITON_INTERPRET"] = "1"  # must be set before triton is imported
         env["CUDA_VISIBLE_DEVICES"] = ""
     elif cuda_index is not None:
         # Index into what this process sees (Ray and schedulers set CUDA_VISIBLE_DEVICES).
@@ -77,6 +83,8 @@ class Sandbox:
         start_timeout_s: float = 180.0,
         bwrap: str | None = None,
         gpu_minor: int | None = None,
+        interpret: bool | None = None,
+        read_only_paths: tuple[str, ...] = (),
     ) -> None:
         self.device = device
         self.scratch = scratch
@@ -86,6 +94,8 @@ class Sandbox:
         self.start_timeout_s = start_timeout_s
         self.bwrap = bwrap  # None: no OS sandbox (the caller opted out)
         self.gpu_minor = gpu_minor
+        self.interpret = interpret
+        self.read_only_paths = read_only_paths  # visible inside even under /tmp (kernel store)
         self._proc: subprocess.Popen | None = None
         self._init_pid: int | None = None
         self._buffer = b""
@@ -98,11 +108,12 @@ class Sandbox:
             "from drtriton.judge.server import main; main()"
         )
         argv = [sys.executable, "-c", bootstrap]
-        env = clean_environment(self.device, self.cuda_index, self.scratch)
+        env = clean_environment(self.device, self.cuda_index, self.scratch, self.interpret)
         info_read, info_write = os.pipe() if self.bwrap else (-1, -1)
         if self.bwrap:
             code = [sys.prefix, sys.exec_prefix, sys.base_prefix, _PACKAGE_ROOT,
-                    os.path.dirname(os.path.realpath(sys.executable)), *sys.path]
+                    os.path.dirname(os.path.realpath(sys.executable)), *sys.path,
+                    *self.read_only_paths]
             argv = isolation.command(
                 self.bwrap, self.scratch, argv, self.gpu_minor, info_write, code
             )

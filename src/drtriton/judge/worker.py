@@ -150,6 +150,8 @@ def run_job(job_dir: str) -> int:
             _run_reference_timing(job, report)
         elif kind == "call":
             _run_call(job, report)
+        elif kind == "kernel_compile":
+            _run_kernel_compile(report)
         else:
             raise ValueError(f"unknown job kind {kind}")
     except _Failure as failure:
@@ -567,6 +569,28 @@ def _run_call(job: dict, report: dict) -> None:
     report["result"] = result
 
 
+def _run_kernel_compile(report: dict) -> None:
+    """Compile one kernel request for the judge's store (``kernel_store``); runs no candidate."""
+    from drtriton.judge import kernel_store
+
+    with open("request.json") as f:
+        request = json.load(f)
+    _phase(report, "kernel compile")
+    report["result"] = kernel_store.compile_request(request, "entry")
+
+
+def _use_kernel_store(job: dict, report: dict) -> None:
+    """Load stored kernels instead of compiling them; note the rest for the judge. The counts
+    land in the report (a candidate can change them: they are information, not evidence)."""
+    if job.get("kernel_store") is None:
+        return
+    from drtriton.judge import kernel_store
+
+    report["kernel_store"] = kernel_store.install_child_hook(
+        job["kernel_store"], kernel_store.REQUESTS_FILE
+    )
+
+
 # ---- reference -------------------------------------------------------------------------
 def _run_reference(job: dict, report: dict, out: _Results) -> None:
     """The reference alone, on the judge's seeds: its outputs and its inputs' fingerprints, and
@@ -681,6 +705,7 @@ def _run_candidate(job: dict, report: dict, out: _Results) -> None:
     device = _setup(job)
     if device.type == "cuda":
         untimed_autotuning()  # its own module: the candidate can reach these functions' globals
+    _use_kernel_store(job, report)
     reference = _load_source("reference.py", "reference_inputs", "reference import")
     init = _init_args(reference, job, report)
     monitor, record, blocked, model = _sealed_model(job, report, out, init, device)
@@ -820,6 +845,7 @@ def _timing_inputs(reference, job: dict, device: torch.device, report: dict) -> 
 
 def _run_candidate_timing(job: dict, report: dict, out: _Results) -> None:
     device = _setup(job)
+    _use_kernel_store(job, report)
     reference = _load_source("reference.py", "reference_inputs", "reference import")
     init = _init_args(reference, job, report)
     input_sets = _timing_inputs(reference, job, device, report)
