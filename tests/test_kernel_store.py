@@ -209,3 +209,48 @@ def test_sandboxed_child_cannot_list_the_store(tmp_path: Path, bwrap: str) -> No
     argv.remove("-1")
     done = subprocess.run(argv, capture_output=True, text=True, timeout=60)
     assert done.stdout.split() == ["denied", "True", "read-only"], done.stderr
+
+
+C_MODULE = r'''
+#include <Python.h>
+static PyObject *answer(PyObject *self, PyObject *args) { return PyLong_FromLong(42); }
+static PyMethodDef methods[] = {{"answer", answer, METH_NOARGS, ""}, {NULL, NULL, 0, NULL}};
+static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "drtriton_probe", NULL, -1, methods};
+PyMODINIT_FUNC PyInit_drtriton_probe(void) { return PyModule_Create(&module); }
+'''
+
+MODULE_DRIVER = '''
+import json, sys
+from triton.runtime import build
+from drtriton.judge import kernel_store
+
+src = open(sys.argv[1]).read()
+if sys.argv[2] == "describe":
+    print(json.dumps(kernel_store.module_request(src, "drtriton_probe")))
+else:
+    counts = kernel_store.install_child_hook(sys.argv[3], sys.argv[4])
+    module = build.compile_module_from_src(src, "drtriton_probe")
+    print(json.dumps({"counts": counts, "answer": module.answer(), "path": module.__file__}))
+'''
+
+
+def test_c_modules_are_built_once_and_loaded_by_later_children(tmp_path: Path, bwrap) -> None:
+    """Triton's driver utilities and launchers are C modules built with gcc per candidate
+    cache; the store builds each source once, in the compile child."""
+    (tmp_path / "probe.c").write_text(C_MODULE)
+    (tmp_path / "driver.py").write_text(MODULE_DRIVER)
+    request = _plain_python(tmp_path, str(tmp_path / "probe.c"), "describe")
+    requests = tmp_path / "requests.jsonl"
+    requests.write_text(json.dumps(request) + "\n")
+    store = KernelStore(str(tmp_path / "kernels"))
+    compiler = KernelCompiler(store, Sandbox("cpu", str(tmp_path / "box"), bwrap=bwrap,
+                                             interpret=False))
+    try:
+        assert compiler.submit(requests) == 1 and compiler.wait(300)
+    finally:
+        compiler.close()
+    assert compiler.counts["admitted"] == 1, compiler.failures
+    noted = tmp_path / "noted.jsonl"
+    result = _plain_python(tmp_path, str(tmp_path / "probe.c"), "hook", store.root, str(noted))
+    assert result["counts"] == {"loaded": 1, "compiled": 0} and result["answer"] == 42
+    assert result["path"].startswith(store.root + os.sep) and not noted.exists()

@@ -2,8 +2,9 @@
 
 A candidate's child compiles its Triton kernels in a private cache (a cache it could write would
 let it leave answers, or a poisoned binary, for a later candidate). On a GPU that compilation was
-most of a warm verdict (about 1.3 s per kernel config on an H200). The store keeps binaries that
-no candidate wrote:
+most of a warm verdict: about 1.3 s per kernel config on an H200, and then gcc builds Triton's
+driver utilities and (Triton 3.6) a C launcher per kernel signature. The store keeps binaries
+that no candidate wrote:
 
 * **request**: in a candidate's child, each compilation is described as data: the source text
   and first line of the kernel and of every ``@triton.jit`` function it calls, the globals they
@@ -15,7 +16,8 @@ no candidate wrote:
   checks that Triton's hash of them equals the request's and cross-compiles for the target
   (``compile_request``). One child per request: Triton's code generator can call Python
   functions reachable from a triton module, so a hostile request may run code in its child,
-  and it must not share that child with another request's binary.
+  and it must not share that child with another request's binary. A C module's request is its
+  source and compiler flags, built with Triton's own command (``module_request``).
 * **key**: the judge stores the entry under the SHA-256 of the request as data (``request_key``),
   never under anything a child reports. A child finds an entry only by describing exactly that
   request: the same kernel text. So an entry can only be what compiling that text yields, and a
@@ -85,6 +87,7 @@ def describe(src, target, options: dict) -> dict:
     _describe_function(src.fn, functions, index)
     request = {
         "format": STORE_FORMAT,
+        "kind": "kernel",
         "triton": triton.__version__,
         "functions": functions,
         "signature": _literal(src.signature),
@@ -95,6 +98,30 @@ def describe(src, target, options: dict) -> dict:
     }
     request["hash"] = triton_hash(src, target, options)
     return request
+
+
+def module_request(src: str, name: str, library_dirs=None, include_dirs=None, libraries=None,
+                   ccflags=None) -> dict:
+    """The request for building a C extension module, as ``compile_module_from_src`` does
+    (Triton's driver utilities and, in Triton 3.6, one launcher per kernel signature)."""
+    import sysconfig
+
+    import triton
+    from triton.runtime.build import platform_key
+
+    return {
+        "format": STORE_FORMAT,
+        "kind": "module",
+        "triton": triton.__version__,
+        "name": name,
+        "src": src,
+        "library_dirs": list(library_dirs or []),
+        "include_dirs": [d for d in include_dirs or [] if d is not None],
+        "libraries": list(libraries or []),
+        "ccflags": list(ccflags or []),
+        "platform": platform_key(),
+        "suffix": sysconfig.get_config_var("EXT_SUFFIX"),
+    }
 
 
 def _describe_function(jit, functions: list, index: dict[int, int]) -> int:
@@ -157,15 +184,21 @@ def _literal(value) -> str:
 
 
 def install_child_hook(store_root: str, requests_path: str) -> dict[str, int]:
-    """Route the child's Triton compilations through the store: a described kernel found there
-    is loaded instead of compiled; one compiled here is noted in ``requests_path`` for the
-    judge. Anything unexpected falls back to Triton's own path. Returns the counts it keeps
-    (``loaded``, ``compiled``)."""
+    """Route the child's Triton compilations (kernels, and the C modules of its driver and
+    launchers) through the store: one found there is loaded instead of built; one built here is
+    noted in ``requests_path`` for the judge. Anything unexpected falls back to Triton's own
+    path. Returns the counts it keeps (``loaded``, ``compiled``)."""
+    counts = {"loaded": 0, "compiled": 0}
+    _hook_kernels(store_root, requests_path, counts)
+    _hook_modules(store_root, requests_path, counts)
+    return counts
+
+
+def _hook_kernels(store_root: str, requests_path: str, counts: dict[str, int]) -> None:
     import triton.compiler as package
     from triton.compiler import ASTSource
 
     original = package.compile
-    counts = {"loaded": 0, "compiled": 0}
 
     def compile(src, target=None, options=None, _env_vars=None):
         request = None
@@ -180,13 +213,49 @@ def install_child_hook(store_root: str, requests_path: str) -> dict[str, int]:
                 counts["loaded"] += 1
                 return kernel
         kernel = original(src, target, options, _env_vars)
-        counts["compiled"] += 1
-        if request is not None and counts["compiled"] <= MAX_REQUESTS_PER_CHILD:
-            _note(requests_path, request)
+        _built(requests_path, request, counts)
         return kernel
 
     package.compile = compile
-    return counts
+
+
+def _hook_modules(store_root: str, requests_path: str, counts: dict[str, int]) -> None:
+    import importlib
+
+    from triton.runtime import build
+
+    original = build.compile_module_from_src
+
+    def compile_module_from_src(src, name, library_dirs=None, include_dirs=None, libraries=None,
+                                ccflags=None):
+        request = None
+        try:
+            request = module_request(src, name, library_dirs, include_dirs, libraries, ccflags)
+            path = os.path.join(store_root, request_key(request), name + request["suffix"])
+            if os.path.isfile(path):
+                module = build._load_module_from_path(name, path)
+                counts["loaded"] += 1
+                return module
+        except Exception:
+            pass
+        module = original(src, name, library_dirs, include_dirs, libraries, ccflags)
+        _built(requests_path, request, counts)
+        return module
+
+    build.compile_module_from_src = compile_module_from_src
+    for user in ("triton.backends.nvidia.driver", "triton.backends.amd.driver"):
+        try:
+            driver = importlib.import_module(user)
+        except Exception:
+            continue
+        if getattr(driver, "compile_module_from_src", None) is original:
+            driver.compile_module_from_src = compile_module_from_src
+
+
+def _built(requests_path: str, request: dict | None, counts: dict[str, int]) -> None:
+    counts["compiled"] += 1
+    if request is not None and counts["compiled"] <= MAX_REQUESTS_PER_CHILD:
+        _note(requests_path, request)
 
 
 def load_entry(store_root: str, key: str, src, hash_: str):
@@ -212,14 +281,44 @@ def _note(path: str, request: dict) -> None:
 
 # ---- in a compile child (no candidate code) ---------------------------------------------
 def compile_request(request: dict, entry_dir: str) -> dict:
+    """Build what ``request`` describes into ``entry_dir`` (``_compile_kernel``,
+    ``_compile_module``). Returns ``{"ok": bool, "reason": str}``."""
+    import triton
+
+    if request.get("format") != STORE_FORMAT or request.get("triton") != triton.__version__:
+        return {"ok": False, "reason": "another store format or Triton version"}
+    if request.get("kind") == "module":
+        return _compile_module(request, entry_dir)
+    return _compile_kernel(request, entry_dir)
+
+
+def _compile_module(request: dict, entry_dir: str) -> dict:
+    """Build the C module with Triton's own compiler command, as the child would have."""
+    from triton.runtime.build import _build, platform_key
+
+    name = request["name"]
+    if not _SAFE_NAME.match(name + request["suffix"]) or request["platform"] != platform_key():
+        return {"ok": False, "reason": "a module for another platform, or a bad name"}
+    build_dir = Path(entry_dir).parent / "build"
+    build_dir.mkdir(parents=True)
+    source = build_dir / f"{name}.c"
+    source.write_text(request["src"])
+    built = _build(name, str(source), str(build_dir), request["library_dirs"],
+                   request["include_dirs"], request["libraries"], request["ccflags"])
+    os.makedirs(entry_dir)
+    shutil.copyfile(built, os.path.join(entry_dir, name + request["suffix"]))
+    with open(os.path.join(entry_dir, _ENTRY), "w") as f:
+        json.dump({"files": [name + request["suffix"]]}, f)
+    return {"ok": True, "reason": ""}
+
+
+def _compile_kernel(request: dict, entry_dir: str) -> dict:
     """Rebuild the request's functions, check Triton's hash, cross-compile, and copy the
-    binary and its metadata into ``entry_dir``. Returns ``{"ok": bool, "reason": str}``."""
+    binary and its metadata into ``entry_dir``."""
     import triton
     from triton.backends.compiler import GPUTarget
     from triton.compiler import ASTSource
 
-    if request.get("format") != STORE_FORMAT or request.get("triton") != triton.__version__:
-        return {"ok": False, "reason": "another store format or Triton version"}
     sources = Path(entry_dir).parent / "sources"
     sources.mkdir(parents=True, exist_ok=True)
     built: dict[int, object] = {}
@@ -338,7 +437,16 @@ class KernelStore:
 
 
 def _well_formed(request) -> bool:
-    if not isinstance(request, dict) or not isinstance(request.get("functions"), list):
+    if not isinstance(request, dict):
+        return False
+    if request.get("kind") == "module":
+        texts = all(isinstance(request.get(k), str) for k in ("name", "src", "platform", "suffix"))
+        lists = ("library_dirs", "include_dirs", "libraries", "ccflags")
+        return texts and all(
+            isinstance(request.get(k), list) and all(isinstance(v, str) for v in request[k])
+            for k in lists
+        )
+    if not isinstance(request.get("functions"), list):
         return False
     if not request["functions"] or not all(isinstance(f, dict) for f in request["functions"]):
         return False
