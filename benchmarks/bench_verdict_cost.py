@@ -9,9 +9,10 @@ Reads the declarative plan ``benchmarks/plans/verdict_cost.json``: the programs 
 blocks at their published sizes; ``cpu`` gives the small sizes the CPU run substitutes), the
 group programs and the small pairs. Candidates are the built-in compiler's strict output,
 compiled (and, on a GPU, tuned) in the judge's sandbox. The kernel store starts empty; each
-row's ``cache_hits`` says what it found cached (``candidate:kernels``: the store's binaries). Every verdict is a row of ``OUT.rows.jsonl`` (resumable: rows
-already there are kept) with its whole record, phase split included; ``OUT.json`` holds the
-medians with machine, versions, commit and date, ``OUT.csv`` one line per row.
+row's ``cache_hits`` says what it found cached (``candidate:kernels``: the store's binaries).
+Every verdict is a row of ``OUT.rows.jsonl`` (resumable: rows already there are kept) with its
+whole record, phase split included; ``OUT.json`` holds the medians with machine, versions,
+commit and date, ``OUT.csv`` one line per row.
 """
 
 from __future__ import annotations
@@ -63,6 +64,7 @@ def row_of(kind: str, name: str, verdict, extra: dict | None = None) -> dict:
         "wall_s": round(verdict.wall_s, 3),
         "phase_s": verdict.phase_s,
         "cache_hits": verdict.cache_hits,
+        "kernels": verdict.kernels,
         "runtime_ms": verdict.runtime_ms,
         "eager_ms": verdict.eager_ms,
         "compile_ms": verdict.compile_ms,
@@ -136,7 +138,10 @@ def run(args: argparse.Namespace) -> list[dict]:
                 continue
             candidate = result["candidate"]
             cold = pool.verify(source, candidate)
-            keep(row_of("cold", name, cold, {"compile_candidate_s": compile_s}))
+            keep(row_of("cold", name, cold, {"compile_candidate_s": compile_s,
+                                             "tuning": result.get("tuning"),
+                                             "tuning_error": result.get("tuning_error"),
+                                             "autotuned": "@triton.autotune(" in candidate}))
             warm = pool.verify(source, candidate)
             keep(row_of("warm", name, warm))
             if pool.kernels is not None:
@@ -195,7 +200,9 @@ def summarise(rows: list[dict], out: str) -> dict:
         "warm_store_median_s": med("warm_store"),
         "group_median_s": med("group"),
         "small_warm_median_s": med("small"),
-        "warm_overhead_median_s": round(statistics.median(map(overhead, warm)), 3) if warm else None,
+        "warm_overhead_median_s": (
+            round(statistics.median(map(overhead, warm)), 3) if warm else None
+        ),
         "warm_beyond_forward_median_s": (
             round(statistics.median(map(beyond_forward, warm)), 3) if warm else None
         ),

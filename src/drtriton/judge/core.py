@@ -411,6 +411,7 @@ class _Run:
         self.config, self.slot, self.box = config, slot, box
         self.clock = PhaseClock()
         self.cache_hits: list[str] = []
+        self.kernels: dict[str, dict[str, int]] = {}
 
     def note_child(self, job: str, report: dict | None) -> None:
         """Keep a child's own phase split (``candidate/forward``...) in the verdict's."""
@@ -418,8 +419,11 @@ class _Run:
             if isinstance(seconds, (int, float)):
                 self.clock.seconds[f"{job}/{name}"] = seconds
         store = (report or {}).get("kernel_store")
-        if isinstance(store, dict) and isinstance(store.get("loaded"), int) and store["loaded"]:
-            self.cache_hits.append(f"{job}:kernels")  # as the child says: information only
+        if isinstance(store, dict):
+            counts = {k: store[k] for k in ("loaded", "compiled") if isinstance(store.get(k), int)}
+            self.kernels[job] = counts
+            if counts.get("loaded"):
+                self.cache_hits.append(f"{job}:kernels")
 
     def verdict(self, status: str, reason: str = "", **fields) -> Verdict:
         return Verdict(
@@ -429,6 +433,7 @@ class _Run:
             wall_s=time.monotonic() - self.t0,
             phase_s=self.clock.seconds,
             cache_hits=list(self.cache_hits),
+            kernels=dict(self.kernels),
             **fields,
         )
 

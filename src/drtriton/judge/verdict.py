@@ -43,7 +43,11 @@ class Verdict:
     trials: int = 0
     wall_s: float = 0.0
     phase_s: dict[str, float] = field(default_factory=dict)  # where wall_s went, per phase
-    cache_hits: list[str] = field(default_factory=list)  # reference / timing_reference / baselines
+    # reference / timing_reference / baselines; <child>:kernels when a child loaded stored ones
+    cache_hits: list[str] = field(default_factory=list)
+    # per child, kernels and C modules it loaded from the kernel store and built itself (as the
+    # child reports them: information, not evidence)
+    kernels: dict[str, dict[str, int]] = field(default_factory=dict)
     baselines_measured: str = ""  # when the eager/compile timings were measured ("now" or a date)
     stdout_tail: str = ""
     environment: dict[str, Any] = field(default_factory=dict)

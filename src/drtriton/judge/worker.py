@@ -739,6 +739,7 @@ def _run_candidate(job: dict, report: dict, out: _Results) -> None:
                 _sync(device)
         finally:
             record.stop()
+        _phase(report, f"checks (trial {k})")
         per_trial.append(monitor.launches - launches_before)
         if not _modes_clean():
             raise _Failure("rejected", "forward left a torch mode installed")
