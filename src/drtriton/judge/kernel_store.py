@@ -42,6 +42,8 @@ import threading
 import time
 from pathlib import Path
 
+from drtriton.program import parse_python
+
 STORE_FORMAT = 1
 REQUESTS_FILE = "kernel_requests.jsonl"  # in a candidate's job directory, written by its child
 MAX_REQUESTS_PER_CHILD = 32
@@ -133,7 +135,7 @@ def _describe_function(jit, functions: list, index: dict[int, int]) -> int:
         return index[id(jit)]
     index[id(jit)] = position = len(functions)
     functions.append(None)  # its place, before its callees (recursion ends at the index)
-    names = {n.id for n in ast.walk(ast.parse(jit.src)) if isinstance(n, ast.Name)}
+    names = {n.id for n in ast.walk(parse_python(jit.src)) if isinstance(n, ast.Name)}
     scope = jit.fn.__globals__
     used = {}
     for name in sorted(names & scope.keys()):
@@ -171,11 +173,15 @@ def _allowed_module(name: str) -> bool:
     return name == "triton" or name.startswith("triton.") or name in ALLOWED_MODULES
 
 
+def _read_literal(text: str):
+    return ast.literal_eval(parse_python(text, mode="eval"))
+
+
 def _literal(value) -> str:
     """``repr`` of a value made only of Python literals (checked by reading it back)."""
     text = repr(value)
     try:
-        same = ast.literal_eval(text) == value
+        same = _read_literal(text) == value
     except (ValueError, SyntaxError, TypeError, MemoryError, RecursionError):
         same = False
     if not same:
@@ -324,11 +330,11 @@ def _compile_kernel(request: dict, entry_dir: str) -> dict:
     built: dict[int, object] = {}
     fn = _rebuild(0, request["functions"], built, sources)
     signature, constants, attrs = (
-        ast.literal_eval(request[k]) for k in ("signature", "constants", "attrs")
+        _read_literal(request[k]) for k in ("signature", "constants", "attrs")
     )
     src = ASTSource(fn, signature, constants, attrs)
     target = GPUTarget(*request["target"])
-    options = dict(ast.literal_eval(request["options"]))
+    options = dict(_read_literal(request["options"]))
     if triton_hash(src, target, options) != request["hash"]:
         return {"ok": False, "reason": "the rebuilt kernel hashes differently"}
     kernel = triton.compile(src, target=target, options=options)
@@ -363,9 +369,9 @@ def _rebuild(position: int, functions: list, built: dict, sources: Path):
         elif kind == "jit":
             scope[name] = _rebuild(int(value), functions, built, sources)
         elif kind == "constexpr":
-            scope[name] = tl.constexpr(ast.literal_eval(value))
+            scope[name] = tl.constexpr(_read_literal(value))
         elif kind == "value":
-            scope[name] = ast.literal_eval(value)
+            scope[name] = _read_literal(value)
         else:
             raise ValueError(f"global {name}: {kind}")
     line = int(spec["line"])
@@ -562,7 +568,7 @@ def _read_report(path: Path) -> dict | None:
     try:
         if path.stat().st_size > MAX_REQUEST_BYTES:
             return None
-        value = ast.literal_eval(path.read_text())
+        value = _read_literal(path.read_text())
     except (OSError, ValueError, SyntaxError, MemoryError, RecursionError):
         return None
     return value if isinstance(value, dict) else None

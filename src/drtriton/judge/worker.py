@@ -34,7 +34,6 @@ import time
 import types
 from collections.abc import Callable
 
-import numpy
 import torch
 
 from drtriton.judge import seal
@@ -69,7 +68,7 @@ _t_zero = _TB.zero_
 _t_storage = _TB.untyped_storage
 _s_ptr = torch._C.StorageBase.data_ptr
 _s_nbytes = torch._C.StorageBase.nbytes
-_nd_tobytes = numpy.ndarray.tobytes
+_t_equal = torch.equal
 _set_grad = torch._C._set_grad_enabled
 _len_function_modes = torch._C._len_torch_function_stack
 _len_dispatch_modes = torch._C._len_torch_dispatch_stack
@@ -102,7 +101,7 @@ _pack = struct.pack
 _memoryview = memoryview
 _type, _isinstance, _repr, _len, _str = type, isinstance, repr, len, str
 _float64 = torch.float64
-_int16, _bfloat16, _uint8 = torch.int16, torch.bfloat16, torch.uint8
+_uint8 = torch.uint8
 _CUDA = torch.device("cuda")  # a child sees its one GPU as cuda:0
 _quantiles, _median = statistics.quantiles, statistics.median
 _INF = float("inf")
@@ -294,16 +293,9 @@ def _literal(value):
     return value
 
 
-def _host_array(t: torch.Tensor):
-    """A C-contiguous host numpy array of ``t``'s values (bfloat16 as its int16 bits)."""
-    host = _t_contiguous(_t_to(_t_detach(t), "cpu"))
-    if _t_dtype(host) == _bfloat16:  # numpy has no bfloat16: ship its bits
-        host = _t_view(host, _int16)
-    return _t_numpy(host).reshape(-1)  # flat (a 0-d output too): written as raw bytes
-
-
-def _raw_bytes(t: torch.Tensor) -> bytes:
-    return _nd_tobytes(_host_array(t))
+def _bits(t: torch.Tensor) -> torch.Tensor:
+    """``t``'s bytes as a flat uint8 tensor on its own device (compared exactly, NaNs too)."""
+    return _t_view(_t_reshape(_t_contiguous(_t_detach(t)), (-1,)), _uint8)
 
 
 # ---- loading ---------------------------------------------------------------------------
@@ -416,12 +408,14 @@ def _same_layout(a: list, b: list) -> bool:
 
 
 def _unchanged(before: list, after: list) -> bool:
-    """Inputs after forward are bit for bit the pristine ones (host copies compared)."""
+    """Inputs after forward are bit for bit the pristine ones, compared on their device (host
+    copies of a 1.6 GB input cost about 5 s per trial on an H200). ``torch.equal`` was bound at
+    import, and the seal refuses new aten kernels (``torch.library``)."""
     for b, a in zip(before, after, strict=True):
         if _type(b) is _Tensor:
             if _type(a) is not _Tensor or _t_shape(a) != _t_shape(b) or _t_dtype(a) != _t_dtype(b):
                 return False
-            if _raw_bytes(a) != _raw_bytes(b):
+            if not _t_equal(_bits(a), _bits(b)):
                 return False
     return True
 
