@@ -47,11 +47,22 @@ def test_untimed_rows_have_accuracy_only():
 def test_search_gain_compares_with_the_whole_candidate_of_the_same_run():
     rows = [
         # raw times say 2x; side by side with eager (what counts) the chosen program is 0.5x
-        _row("correct", eager=2.0) | {"runtime_ms": 1.0, "whole_status": "correct", "whole_runtime_ms": 2.0,
-                                      "whole_speedup_eager": 4.0},
-        _row("correct", eager=2.0) | {"runtime_ms": 1.0, "whole_status": "correct", "whole_runtime_ms": 1.0,
-                                      "whole_speedup_eager": 2.0},
-        _row("correct", eager=3.0) | {"runtime_ms": 3.0, "whole_status": "incorrect", "whole_runtime_ms": None},
+        _row("correct", eager=2.0)
+        | {
+            "runtime_ms": 1.0,
+            "whole_status": "correct",
+            "whole_runtime_ms": 2.0,
+            "whole_speedup_eager": 4.0,
+        },
+        _row("correct", eager=2.0)
+        | {
+            "runtime_ms": 1.0,
+            "whole_status": "correct",
+            "whole_runtime_ms": 1.0,
+            "whole_speedup_eager": 2.0,
+        },
+        _row("correct", eager=3.0)
+        | {"runtime_ms": 3.0, "whole_status": "incorrect", "whole_runtime_ms": None},
         _row("incorrect") | {"runtime_ms": None, "whole_status": "incorrect"},
     ]
     s = summarize(rows)
@@ -63,7 +74,10 @@ def test_search_gain_compares_with_the_whole_candidate_of_the_same_run():
 def test_report_csv_takes_rows_with_different_columns(tmp_path):
     from drtriton.bench import BenchConfig, write_report
 
-    rows = [_row("correct", 1.0, 1.0) | {"id": "a"}, _row("incorrect") | {"id": "b", "env": {"x": 1}}]
+    rows = [
+        _row("correct", 1.0, 1.0) | {"id": "a"},
+        _row("incorrect") | {"id": "b", "env": {"x": 1}},
+    ]
     write_report(BenchConfig(), rows, tmp_path / "r.json", {})
     header = (tmp_path / "r.csv").read_text().splitlines()[0]
     assert header.endswith("id,env")
@@ -286,7 +300,12 @@ def test_filter_errors_carry_their_message():
     from drtriton.synth import SynthConfig, check_program, synthesize
 
     (record,) = synthesize(SynthConfig(level=1, num=1, seed=3))
-    broken = record.__class__(**{**record.__dict__, "source": record.source.replace("def forward(self, ", "def forward(self, y, ")})
+    broken = record.__class__(
+        **{
+            **record.__dict__,
+            "source": record.source.replace("def forward(self, ", "def forward(self, y, "),
+        }
+    )
     reason = check_program(broken, "run")
     assert reason.startswith("error:TypeError: ") and "forward()" in reason, reason
 
@@ -322,7 +341,10 @@ def test_gpu_table_footer_names_each_machine_once_with_its_date_range():
     report = _benchmark_script("report")
     env = {"device": "H200", "torch": "2.11", "triton": "3.6", "commit": "abc"}
     rows = [{"env": env | {"date": d}} for d in ("2026-11-30", "2026-12-01", "2026-11-29")]
-    assert report._env_text(rows) == "H200, torch 2.11, triton 3.6, 2026-11-29 to 2026-12-01 (commits abc)"
+    assert (
+        report._env_text(rows)
+        == "H200, torch 2.11, triton 3.6, 2026-11-29 to 2026-12-01 (commits abc)"
+    )
     assert report._env_text(rows[:1]) == "H200, torch 2.11, triton 3.6, 2026-11-30 (commits abc)"
 
 
@@ -336,7 +358,11 @@ def test_level20_sample_keeps_the_first_valid_programs_in_index_order(tmp_path):
     ids = [p.id for p in read_jsonl(pool)]
     log = tmp_path / "log.jsonl"
     reasons = [None, "unused_input", None, None, "constant_output"]
-    log.write_text("".join(json.dumps({"id": i, "reason": r}) + "\n" for i, r in zip(ids, reasons, strict=True)))
+    log.write_text(
+        "".join(
+            json.dumps({"id": i, "reason": r}) + "\n" for i, r in zip(ids, reasons, strict=True)
+        )
+    )
     out = tmp_path / "sample.jsonl"
     script = _benchmark_script("gpu_filter")
     script.keep(pool, [log], 2, out)
@@ -381,9 +407,15 @@ def test_recompute_ab_reads_both_translations_from_a_search_cache(tmp_path):
     record = {"id": "abc", "level": 5, "index": 3, "ops": ["GELU", "MaxPool3d"], "source": source}
     environment = {"gpu": "G", "torch": "t", "triton": "tr", "preset": "hardened", "mode": "strict"}
     cache = VerdictCache(str(tmp_path / "c.sqlite"), environment)
-    key = judging_settings(JudgeConfig(preset="hardened", mode="strict", device="cuda")) + "\0" + source
+    key = (
+        judging_settings(JudgeConfig(preset="hardened", mode="strict", device="cuda"))
+        + "\0"
+        + source
+    )
     for value, speedup in ((CompilerConfig().max_window_recompute, 3.0), (float("inf"), 1.5)):
-        text = compile_program(source, CompilerConfig(mode="strict", device="cuda", max_window_recompute=value))
+        text = compile_program(
+            source, CompilerConfig(mode="strict", device="cuda", max_window_recompute=value)
+        )
         cache.put(key, text, Verdict("correct", runtime_ms=1.0, speedup_eager=speedup))
     (row,) = ab.ab_rows([record], cache, "strict")
     assert row["problem"] == "L5-3" and not row["same_translation"]

@@ -73,8 +73,13 @@ def test_every_real_program_runs_at_cpu_size_and_costs_at_its_published_size():
 
 
 def test_plan_runs_resumes_and_reports(tmp_path):
-    plan = load_plan(_plan(tmp_path, f'device = "cpu"\n[[runs]]\nsuite = "real"\nfolder = "{REAL}"\n'
-                                      'scale = "cpu"\nonly = ["gpt2_mlp_up", "bert_ffn_residual_layernorm"]\n'))
+    plan = load_plan(
+        _plan(
+            tmp_path,
+            f'device = "cpu"\n[[runs]]\nsuite = "real"\nfolder = "{REAL}"\n'
+            'scale = "cpu"\nonly = ["gpt2_mlp_up", "bert_ffn_residual_layernorm"]\n',
+        )
+    )
     rows = run_plan(plan)
     assert sorted((r["problem"], r["status"]) for r in rows) == [
         ("bert_ffn_residual_layernorm", "correct"), ("gpt2_mlp_up", "correct")]

@@ -19,7 +19,9 @@ def test_synth_writes_jsonl(tmp_path):
 
 
 def test_synth_bad_level_is_one_line_error(tmp_path):
-    result = runner.invoke(app, ["synth", "--level", "0", "--num", "3", "--out", str(tmp_path / "p.jsonl")])
+    result = runner.invoke(
+        app, ["synth", "--level", "0", "--num", "3", "--out", str(tmp_path / "p.jsonl")]
+    )
     assert result.exit_code == 2
     assert "level must be between" in result.output
     assert "Traceback" not in result.output
@@ -28,13 +30,17 @@ def test_synth_bad_level_is_one_line_error(tmp_path):
 def test_synth_unwritable_path(tmp_path):
     blocker = tmp_path / "file"
     blocker.write_text("x")
-    result = runner.invoke(app, ["synth", "--level", "1", "--num", "1", "--out", str(blocker / "p.jsonl")])
+    result = runner.invoke(
+        app, ["synth", "--level", "1", "--num", "1", "--out", str(blocker / "p.jsonl")]
+    )
     assert result.exit_code == 2
     assert "cannot create directory" in result.output
 
 
 def test_synth_unknown_scale():
-    result = runner.invoke(app, ["synth", "--level", "1", "--num", "1", "--scale", "huge", "--out", "x.jsonl"])
+    result = runner.invoke(
+        app, ["synth", "--level", "1", "--num", "1", "--scale", "huge", "--out", "x.jsonl"]
+    )
     assert result.exit_code == 2 and "unknown scale" in result.output
 
 

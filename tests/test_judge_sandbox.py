@@ -243,3 +243,21 @@ def test_candidate_failures_name_their_phase(extra, status, reason):
     config = JudgeConfig(device="cpu", timeout_s=4.0, seed=2)
     verdict = verify(REF, LEGIT + "\n" + extra, config)
     assert verdict.status == status and reason in verdict.reason
+
+
+def test_a_pool_removes_the_scratch_of_a_killed_run(tmp_path):
+    """A run killed with kill -9 leaves its drtriton-judge-* directory; the next pool removes it
+    (its owner is dead) and leaves a live run's alone."""
+    import os
+    import subprocess
+
+    from drtriton import scratch
+
+    child = subprocess.Popen(["true"])
+    child.wait()  # its pid now names no process
+    stale, live = tmp_path / "drtriton-judge-stale", tmp_path / "drtriton-judge-live"
+    for path, owner in ((stale, f"{child.pid} 1"), (live, scratch._identity(os.getpid()))):
+        path.mkdir()
+        (path / scratch.OWNER_FILE).write_text(owner)
+    with JudgePool(JudgeConfig(device="cpu", scratch_dir=str(tmp_path)), workers=1):
+        assert not stale.exists() and live.exists()

@@ -159,7 +159,11 @@ def get_init_inputs():
         ("return x0 + 0 * x1", "unused_input"),
         ("return x0 / torch.zeros_like(x1)", "nonfinite"),
         ("return x0[:2] + x1[:2]", "shape_mismatch"),
-        ("return torch.argmax(((x0 + 0.1) - x0) * x1.abs().sum(), dim=-1, keepdim=True) * 1.0 + x1[:, :1]", "ill_conditioned"),
+        (
+            "return torch.argmax(((x0 + 0.1) - x0) * x1.abs().sum(), dim=-1, keepdim=True) * 1.0"
+            " + x1[:, :1]",
+            "ill_conditioned",
+        ),
         ("return x0 + x1", None),
     ],
 )

@@ -109,7 +109,9 @@ def test_rl_with_lora_trains_adapters_resumes_and_exports_a_merged_model(tmp_pat
     assert any(not torch.equal(base[k], merged[k]) for k in base)  # the adapters learned something
     assert all(torch.isfinite(v).all() for v in merged.values())
     # resuming needs the same mode; with it, the run continues at step 3
-    wrong = runner.invoke(app, [str(a) for a in args if a != "--lora"] + ["--max-steps", "3", "--resume"])
+    wrong = runner.invoke(
+        app, [str(a) for a in args if a != "--lora"] + ["--max-steps", "3", "--resume"]
+    )
     assert wrong.exit_code == 2 and "with --lora" in " ".join(wrong.output.split())
     invoke(*args, "--max-steps", 3, "--resume")
     rows = read_metrics(out / "metrics.jsonl")
@@ -130,12 +132,47 @@ def test_cpu_chain_longer_with_grpo_ablation(tmp_path):
 @pytest.mark.parametrize(
     "args, message",
     [
-        (["rl", "--model", "{tmp}", "--programs", "{tmp}/p.jsonl", "--out", "{tmp}/o"], "config.json"),
-        (["sft", "--model", "{tmp}/m", "--pairs", "{tmp}/missing.jsonl", "--out", "{tmp}/o"], "does not exist"),
+        (
+            ["rl", "--model", "{tmp}", "--programs", "{tmp}/p.jsonl", "--out", "{tmp}/o"],
+            "config.json",
+        ),
+        (
+            ["sft", "--model", "{tmp}/m", "--pairs", "{tmp}/missing.jsonl", "--out", "{tmp}/o"],
+            "does not exist",
+        ),
         (["init-model", "--preset", "huge", "--out", "{tmp}/m"], "unknown preset"),
-        (["pairs", "--programs", "{tmp}/bad.jsonl", "--out", "{tmp}/o.jsonl", "--device", "cpu"], "not JSON"),
-        (["rl", "--model", "{tmp}/m", "--programs", "{tmp}/p.jsonl", "--out", "{tmp}/o", "--objective", "ppo"], "objective"),
-        (["rl", "--model", "{tmp}/m", "--programs", "{tmp}/p.jsonl", "--out", "{tmp}/o", "--levels", "1,x"], "--levels"),
+        (
+            ["pairs", "--programs", "{tmp}/bad.jsonl", "--out", "{tmp}/o.jsonl", "--device", "cpu"],
+            "not JSON",
+        ),
+        (
+            [
+                "rl",
+                "--model",
+                "{tmp}/m",
+                "--programs",
+                "{tmp}/p.jsonl",
+                "--out",
+                "{tmp}/o",
+                "--objective",
+                "ppo",
+            ],
+            "objective",
+        ),
+        (
+            [
+                "rl",
+                "--model",
+                "{tmp}/m",
+                "--programs",
+                "{tmp}/p.jsonl",
+                "--out",
+                "{tmp}/o",
+                "--levels",
+                "1,x",
+            ],
+            "--levels",
+        ),
     ],
 )
 def test_bad_input_is_one_line_exit_2(tmp_path, args, message):
@@ -166,14 +203,23 @@ def test_micro_batched_update_equals_full_batch_gradient(tmp_path):
     rng = random.Random(0)
     program = {"id": "a", "source": source, "level": 1}
     samples = [
-        Sample(g, program, [rng.randrange(3, 1000) for _ in range(rng.randrange(2, 9))], "", "policy",
-               status="correct" if k == 0 else "incorrect")
-        for g in range(2) for k in range(3)
+        Sample(
+            g,
+            program,
+            [rng.randrange(3, 1000) for _ in range(rng.randrange(2, 9))],
+            "",
+            "policy",
+            status="correct" if k == 0 else "incorrect",
+        )
+        for g in range(2)
+        for k in range(3)
     ]
     captured = {}
 
     def capture_step(*_, **__):
-        captured.update({n: p.grad.clone() for n, p in run.model.named_parameters() if p.grad is not None})
+        captured.update(
+            {n: p.grad.clone() for n, p in run.model.named_parameters() if p.grad is not None}
+        )
 
     run.optimizer.step = capture_step
     run.update(samples)

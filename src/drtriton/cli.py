@@ -6,89 +6,235 @@ Run ``drtriton --help`` for the list of commands.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import os
+import shutil
+import sys
 import time
 from collections import Counter
+from collections.abc import Callable
 from pathlib import Path
+from typing import TYPE_CHECKING, Any, Literal, NoReturn
 
 import typer
 from rich.console import Console
+from rich.text import Text
+from typer.core import TyperGroup
+
+from drtriton.synth.records import MAX_LEVEL
+
+if TYPE_CHECKING:
+    from drtriton.bench import BenchConfig
+    from drtriton.synth import SynthConfig
+
+try:  # recent typer vendors its own click; older versions use the click package
+    from typer._click import exceptions as click_errors
+except ImportError:  # pragma: no cover
+    from click import exceptions as click_errors
+
+
+class _OneLineErrors(TyperGroup):
+    """A bad option value ends like every other error: one plain line on stderr and exit 2
+    (typer's boxed panel spreads one error over several lines, wrapped at 80 columns)."""
+
+    def main(self, *args: Any, standalone_mode: bool = True, **kwargs: Any) -> Any:
+        if not standalone_mode:
+            return super().main(*args, standalone_mode=False, **kwargs)
+        try:
+            code = super().main(*args, standalone_mode=False, **kwargs)
+        except click_errors.NoArgsIsHelpError as exc:
+            exc.show()
+            sys.exit(exc.exit_code)
+        except click_errors.ClickException as exc:
+            _line("error:", exc.format_message())
+            sys.exit(exc.exit_code)
+        except typer.Abort:
+            _line("error:", "aborted")
+            sys.exit(1)
+        sys.exit(code if isinstance(code, int) else 0)
+
 
 app = typer.Typer(
+    cls=_OneLineErrors,
     help="Turn PyTorch programs into fast, verified Triton kernels.",
     no_args_is_help=True,
     pretty_exceptions_enable=False,
 )
-console = Console(stderr=True)
+# Diagnostics (progress, notes, errors) go to stderr, results to stdout. Messages carry paths and
+# library errors ("x[/]y.py", "[enforce fail at ...]"): never read as markup, never wrapped (a
+# log or a pipe gets one line per message, whatever its width).
+console = Console(stderr=True, markup=False, highlight=False, soft_wrap=True)
 
 
-def fail(message: str, code: int = 2) -> None:
+def _line(label: str, message: str, style: str = "bold red") -> None:
+    text = Text(label, style=style)
+    text.append(" " + " ".join(message.splitlines()))
+    console.print(text)
+
+
+def fail(message: str, code: int = 2) -> NoReturn:
     """One clear line on stderr and a non-zero exit, never a traceback."""
-    console.print(f"[bold red]error:[/] {message}", highlight=False)
+    _line("error:", message)
     raise typer.Exit(code)
 
 
+def warn(message: str) -> None:
+    """One line on stderr that the run goes on from."""
+    _line("warning:", message, "yellow")
+
+
+def result(message: str) -> None:
+    """A result line on stdout."""
+    typer.echo(message)
+
+
+def _progress(label: str, *fields: str):
+    """A progress bar on stderr: ``label``, the bar, done/total, time, then the task fields
+    named in ``fields``; every text plain (a problem id is no markup, nor a format string).
+    Transient: it leaves no line behind, so that an error stays the last line; and a log (not
+    a terminal) gets no bar at all."""
+    from rich import progress as bars
+
+    literal = label.replace("{", "{{").replace("}", "}}")
+    columns = [bars.TextColumn(literal, markup=False), bars.BarColumn(),
+               bars.MofNCompleteColumn(), bars.TimeElapsedColumn()]
+    columns += [bars.TextColumn(f"{{task.fields[{name}]}}", markup=False) for name in fields]
+    return bars.Progress(*columns, console=console, transient=True,
+                         disable=not console.is_terminal)
+
+
+# ----------------------------------------------------------------------------- input checks
 def _check_writable(path: Path) -> None:
-    parent = path.parent if str(path.parent) else Path(".")
-    try:
-        parent.mkdir(parents=True, exist_ok=True)
-    except OSError as exc:
-        fail(f"cannot create directory {parent}: {exc.strerror}")
+    """Fail unless ``path`` can be written as a file. Checked before any work; creates nothing."""
     if path.is_dir():
         fail(f"{path} is a directory; give a file path")
-    if not os.access(parent, os.W_OK) or (path.exists() and not os.access(path, os.W_OK)):
+    _check_creatable(path.parent)
+    if path.exists() and not os.access(path, os.W_OK):
         fail(f"cannot write {path}: permission denied")
+
+
+def _check_out_dir(path: Path) -> None:
+    """Fail unless ``path`` is, or can be created as, a writable directory; creates nothing."""
+    if path.exists() and not path.is_dir():
+        fail(f"{path} exists and is not a directory")
+    _check_creatable(path)
+
+
+def _check_creatable(folder: Path) -> None:
+    existing = folder.absolute()
+    while not existing.exists():  # the nearest ancestor decides
+        existing = existing.parent
+    if not existing.is_dir():
+        fail(f"cannot create directory {folder}: {existing} is not a directory")
+    if not os.access(existing, os.W_OK | os.X_OK):
+        fail(f"cannot write in {existing}: permission denied")
+
+
+def _check_readable(path: Path, what: str) -> None:
+    if path.is_dir():
+        fail(f"{what} {path} is a directory; give a file")
+    if not path.is_file():
+        fail(f"{what} {path} does not exist")
+    if not os.access(path, os.R_OK):
+        fail(f"cannot read {what} {path}: permission denied")
+
+
+def _check_device(device: str) -> None:
+    """A CUDA device needs a visible GPU: refused now, before any work or any file."""
+    if device.startswith("cuda"):
+        import torch
+
+        if not torch.cuda.is_available():
+            fail(f"--device {device}: no CUDA GPU is visible here; use --device cpu")
 
 
 @app.command()
 def synth(
-    level: int = typer.Option(..., help="Number of operators per program (1, 2, 5, 20, ...)."),
-    num: int = typer.Option(..., help="Number of programs."),
+    level: int = typer.Option(..., help=f"Operators per program, 1..{MAX_LEVEL}."),
+    num: int = typer.Option(..., min=1, help="Number of programs (at least 1)."),
     out: Path = typer.Option(..., help="Output JSONL file (one program record a line)."),
     seed: int = typer.Option(0, help="Run seed; the same seed gives the same bytes."),
-    scale: str = typer.Option("small", help="gpu (2^34..2^35 FLOPs) or small (CPU interpreter sizes)."),
-    workers: int = typer.Option(1, help="Parallel worker processes."),
-    check: str = typer.Option("auto", help="run | meta | none (auto: run unless gpu scale on a CPU)."),
-    device: str = typer.Option("cpu", help="Device on which programs are run by the check."),
-    start_index: int = typer.Option(0, help="First program index (to resume or shard a run)."),
+    scale: str = typer.Option(
+        "small", help="gpu (2^34..2^35 FLOPs) or small (CPU interpreter sizes)."),
+    workers: int = typer.Option(1, min=1, help="Parallel worker processes."),
+    check: str = typer.Option(
+        "auto", help="run | meta | none (auto: run unless gpu scale on a CPU)."),
+    device: str = typer.Option(
+        "cpu", help="Where the check runs programs: cpu, cuda or cuda:N (needs a GPU)."),
+    start_index: int = typer.Option(
+        0, min=0, help="First program index, 0 or more (to shard a run)."),
 ) -> None:
-    """Synthesize KernelBench-format PyTorch programs with CP-SAT (CSP-DAG)."""
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+    """Synthesize KernelBench-format PyTorch programs with CP-SAT (CSP-DAG).
 
-    from drtriton.synth import SynthConfig, SynthError, iter_synthesize
+    An interrupted run keeps its programs in OUT.partial: the same command, run
+    again, goes on from there and writes what an uninterrupted run writes."""
+    from drtriton.synth import SynthConfig, SynthError
 
     config = SynthConfig(level, num, seed, scale, workers, check, device, start_index=start_index)
     try:
         config.validate()
     except SynthError as exc:
         fail(str(exc))
+    _check_device(device)
     _check_writable(out)
     import torch
 
     torch.set_num_threads(1)  # many tiny programs: threads only add overhead
-    rejected: Counter[str] = Counter()
     started = time.perf_counter()
     tmp = out.with_name(out.name + ".partial")
-    columns = (TextColumn("synth L{task.fields[level]}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn())
-    try:
-        # Records stream to a .partial file as they arrive; an interrupted run keeps them (resume
-        # with --start-index), and the final name appears only when the run is complete.
-        with tmp.open("w") as f, Progress(*columns, console=console) as progress:
-            task = progress.add_task("synth", total=num, level=level)
-            for result in iter_synthesize(config):
-                f.write(result.program.to_json() + "\n")
-                f.flush()
-                rejected.update(result.rejected)
-                progress.advance(task)
-    except SynthError as exc:
-        fail(f"{exc} (the {tmp.name} file keeps the programs made so far)")
-    tmp.replace(out)
+    kept = _resume_partial(tmp, config)
+    rejected = _synthesize_into(tmp, config, kept)
+    tmp.replace(out)  # the final name appears only when the run is complete
     elapsed = time.perf_counter() - started
     reasons = ", ".join(f"{k}={v}" for k, v in sorted(rejected.items())) or "none"
-    console.print(
-        f"wrote {num} level-{level} programs ({scale} scale) to {out} in {elapsed:.1f} s "
-        f"({num / elapsed:.1f} programs/s); rejected draws replaced: {sum(rejected.values())} ({reasons})"
-    )
+    rate = (num - kept) / max(elapsed, 1e-9)
+    result(f"wrote {num} level-{level} programs ({scale} scale) to {out} in {elapsed:.1f} s "
+           f"({rate:.1f} programs/s); rejected draws replaced: "
+           f"{sum(rejected.values())} ({reasons})")
+
+
+def _resume_partial(tmp: Path, config: SynthConfig) -> int:
+    """Programs an interrupted run of this command left in ``tmp``, kept; a line cut short by
+    the interruption is cut off, so the file holds exactly the first programs of the run."""
+    from drtriton.synth.records import SynthError, finished_prefix
+
+    if not tmp.exists():
+        return 0
+    try:
+        kept, size = finished_prefix(tmp, config)
+        with tmp.open("r+b") as f:
+            f.truncate(size)
+    except SynthError as exc:
+        fail(str(exc))
+    except OSError as exc:
+        fail(f"cannot resume from {tmp}: {exc.strerror or exc}")
+    console.print(f"resuming: {kept} of {config.num} programs already in {tmp}")
+    return kept
+
+
+def _synthesize_into(tmp: Path, config: SynthConfig, kept: int) -> Counter[str]:
+    """Append programs ``kept..num-1`` of the run to ``tmp`` as they arrive (each line flushed:
+    a killed run keeps every finished program); the counts of rejected draws by reason."""
+    from drtriton.synth import SynthError, iter_synthesize
+
+    rejected: Counter[str] = Counter()
+    if kept == config.num:
+        return rejected
+    rest = dataclasses.replace(config, start_index=config.start_index + kept,
+                               num=config.num - kept)
+    tmp.parent.mkdir(parents=True, exist_ok=True)
+    try:
+        with tmp.open("a") as f, _progress(f"synth L{config.level}") as progress:
+            task = progress.add_task("synth", total=config.num, completed=kept)
+            for one in iter_synthesize(rest):
+                f.write(one.program.to_json() + "\n")
+                f.flush()
+                rejected.update(one.rejected)
+                progress.advance(task)
+    except SynthError as exc:
+        fail(f"{exc} ({tmp} keeps the programs made so far; run the same command again to go "
+             "on from there)")
+    return rejected
 
 
 @app.command()
@@ -101,47 +247,143 @@ def ops() -> None:
     table = Table("name", "category", "arity", "ranks", "PyTorch")
     for op in OPS:
         table.add_row(op.name, op.category, str(op.arity), ",".join(map(str, op.ranks)), op.torch_fn)
-    Console().print(table)
-    Console().print(f"{len(OPS)} operators")
+    stdout = Console(markup=False, highlight=False)
+    stdout.print(table)
+    stdout.print(f"{len(OPS)} operators")
+
+
+TIMEOUT_HELP = ("Wall-clock limit (seconds) of each candidate child process: the one that runs "
+                "all its correctness trials, and on a GPU the one that times it.")
+DEVICES_HELP = "auto (a GPU when one is visible) | cpu (Triton interpreter) | cuda."
+Mode = Literal["strict", "hybrid"]
 
 
 @app.command()
 def convert(
     program: Path = typer.Argument(..., help="KernelBench-format PyTorch program (.py)."),
-    out: Path = typer.Option(None, "-o", "--out", help="Candidate file (default: PROGRAM_triton.py)."),
-    device: str = typer.Option("auto", help="auto | cpu (Triton interpreter) | cuda."),
-    mode: str = typer.Option("strict", help="strict (all compute in Triton) | hybrid (conv/matmul may use torch)."),
+    out: Path = typer.Option(
+        None, "-o", "--out", help="Candidate file (default: PROGRAM_triton.py)."),
+    device: Literal["auto", "cpu", "cuda"] = typer.Option("auto", help=DEVICES_HELP),
+    mode: Mode = typer.Option(
+        "strict", help="strict (all compute in Triton) | hybrid (conv/matmul may use torch)."),
     preset: str = typer.Option("hardened", help="Judge preset: hardened (fp32 accuracy; GPU products as 3xTF32) | kernelbench | kernelbench-v0.1 | tf32 (TF32 products, baselines with TF32)."),
     search: bool = typer.Option(False, "--search", help="Test-time fragment search (verify and time per fragment)."),
     max_fragment_ops: int = typer.Option(4, help="With --search: largest fragment (operators)."),
     search_wall_s: float = typer.Option(600.0, help="With --search: its wall-time budget (seconds); a fragment range starts only if it and the composed program's verdict still fit."),
     candidates_per_fragment: int = typer.Option(4, help="With --search: candidates judged per fragment at most."),
     search_cache: Path = typer.Option(None, help="With --search: SQLite verdict cache reused across runs (default: none)."),
-    timeout_s: float = typer.Option(120.0, "--timeout-s", help="Wall-clock limit of each candidate child (trials; timing)."),
+    timeout_s: float = typer.Option(120.0, "--timeout-s", help=TIMEOUT_HELP),
     reference_timeout_s: float = typer.Option(300.0, "--reference-timeout-s", help="Wall-clock limit of the program's own runs (the compiler's capture, the reference run)."),
     unsafe_no_sandbox: bool = typer.Option(False, "--unsafe-no-sandbox", help="Run the program and its candidate without OS isolation when bubblewrap is unavailable."),
 ) -> None:
-    """Compile a program to Triton with the built-in compiler and verify it with the judge."""
-    from drtriton.compiler.convert import convert as run_convert
+    """Compile a program to Triton with the built-in compiler and verify it with the judge.
 
-    if mode not in ("strict", "hybrid"):
-        fail(f"--mode must be strict or hybrid, got {mode!r}")
+    The candidate is written once the judge has a verdict on it (exit 0: correct,
+    1: not correct); a program that cannot be compiled or run leaves no file (2)."""
+    from drtriton.compiler.convert import convert as run_convert
+    from drtriton.scratch import scratch_dir
+
+    _check_readable(program, "program")
+    target = out or program.with_name(program.stem + "_triton.py")
+    _check_writable(target)
+    _check_device(device)
     _check_search_budget(max_fragment_ops, search_wall_s, candidates_per_fragment)
+    if timeout_s <= 0 or reference_timeout_s <= 0:
+        fail("--timeout-s and --reference-timeout-s must be positive")
     budget = {"max_fragment_ops": max_fragment_ops, "wall_time_s": search_wall_s,
               "candidates_per_fragment": candidates_per_fragment,
               "cache_path": str(search_cache) if search_cache else None}
-    with console.status("search", spinner="dots") if search else contextlib.nullcontext() as status:
-        code = run_convert(str(program), str(out) if out else None, device, mode,
-                           echo=lambda m: console.print(m, highlight=False, markup=False), search=search,
-                           search_budget=budget,
-                           progress=(lambda m: status.update(f"search: {m}")) if search else None,
-                           judge_options={"timeout_s": timeout_s, "preset": preset,
-                                          "reference_timeout_s": reference_timeout_s,
-                                          "unsafe_no_sandbox": unsafe_no_sandbox})
+    judge_options = {"timeout_s": timeout_s, "preset": preset,
+                     "reference_timeout_s": reference_timeout_s,
+                     "unsafe_no_sandbox": unsafe_no_sandbox}
+    # the candidate is staged where a killed run's leftovers are cleaned by the next run
+    with scratch_dir(None, "drtriton-convert-") as folder:
+        staged = Path(folder) / target.name
+        messages = _ConvertMessages(staged, target)
+        with _search_status(search) as progress:
+            code = run_convert(str(program), str(staged), device, mode, echo=messages.echo,
+                               search=search, search_budget=budget, progress=progress,
+                               judge_options=judge_options)
+        verdict_reached = code in (0, 1)
+        compiled = staged.exists()  # without a verdict: the program failed under the judge
+        if verdict_reached and compiled:
+            target.parent.mkdir(parents=True, exist_ok=True)
+            shutil.move(staged, target)
+    if not verdict_reached:
+        fail(_convert_error(program, messages, compiled, device, judge_options))
+    messages.print_results()
     raise typer.Exit(code)
 
 
-def _check_search_budget(max_fragment_ops: int, search_wall_s: float, candidates_per_fragment: int) -> None:
+@contextlib.contextmanager
+def _search_status(search: bool):
+    """A spinner that shows the search's steps (``progress`` for ``convert``), or None."""
+    if not search or not console.is_terminal:  # a log gets no spinner (nor its blank line)
+        yield None
+        return
+    with console.status(Text("search"), spinner="dots") as status:
+        yield lambda m: status.update(Text(f"search: {m}"))
+
+
+class _ConvertMessages:
+    """``convert``'s messages, sorted: notes to stderr as they come; results (what was written,
+    the verdict, speedups) to stdout at the end, naming the final file; errors held back, since
+    the CLI may say better what went wrong."""
+
+    def __init__(self, staged: Path, target: Path) -> None:
+        self.staged, self.target = str(staged), str(target)
+        self.results: list[str] = []
+        self.errors: list[str] = []
+
+    def echo(self, message: str) -> None:
+        message = message.replace(self.staged, self.target)
+        if message.startswith("error: "):
+            self.errors.append(message.removeprefix("error: "))
+        elif message.startswith(("note: ", "searching ")):
+            console.print(message)
+        else:
+            self.results.extend(message.splitlines())
+
+    def print_results(self) -> None:
+        for line in self.results:
+            result(line)
+
+
+def _convert_error(program: Path, messages: _ConvertMessages, compiled: bool, device: str,
+                   judge_options: dict) -> str:
+    """The one line of a ``convert`` that reached no verdict. When the compile failed, the
+    program is run once in a sandbox first: a program that fails on its own (inputs of the
+    wrong type, inputs too large, a forward that raises) is named so, not as an operator the
+    compiler cannot lower."""
+    error = messages.errors[-1] if messages.errors else "convert failed"
+    if compiled:
+        return f"{error} (no candidate written: it could not be verified)"
+    problem = _program_problem(program.read_text(), device, judge_options)
+    return f"{program}: {problem}" if problem else error
+
+
+def _program_problem(source: str, device: str, judge_options: dict) -> str | None:
+    """What fails when the program runs alone in a sandbox; None when it runs, or when no
+    sandbox can be had to find out (the compiler's own message stands then)."""
+    from drtriton.devices import device_kind, resolve_device
+    from drtriton.judge import JudgeConfig, JudgePool, SandboxUnavailable
+    from drtriton.program import ProgramError
+
+    kind = device_kind(resolve_device(device))
+    try:
+        config = JudgeConfig(device=kind, jobs_per_gpu=1, **judge_options)
+        with JudgePool(config, workers=1) as pool:
+            found = pool.call(source, "drtriton.program:check_runs", {"device": kind},
+                              phase="program check")
+    except ProgramError as exc:  # the sandbox stopped it: memory limit, time limit
+        return str(exc)
+    except (SandboxUnavailable, ValueError):
+        return None
+    return found.get("problem")
+
+
+def _check_search_budget(max_fragment_ops: int, search_wall_s: float,
+                         candidates_per_fragment: int) -> None:
     if max_fragment_ops < 1 or candidates_per_fragment < 1:
         fail("--max-fragment-ops and --candidates-per-fragment must be at least 1")
     if search_wall_s <= 0:
@@ -156,10 +398,10 @@ UNSAFE_HELP = ("Run untrusted code without OS isolation when bubblewrap is unava
 def verify(
     reference: Path = typer.Argument(..., help="KernelBench-format reference program (.py)."),
     candidates: list[Path] = typer.Argument(..., help="Candidate programs defining ModelNew (.py); several are judged as one group."),
-    device: str = typer.Option("auto", help="auto | cpu (Triton interpreter) | cuda."),
+    device: str = typer.Option("auto", help="auto | cpu (Triton interpreter) | cuda | cuda:N."),
     preset: str = typer.Option("hardened", help="hardened | kernelbench | kernelbench-v0.1 | tf32 (PyTorch and its baselines with TF32)."),
-    mode: str = typer.Option("strict", help="strict | hybrid (conv/matmul may use torch)."),
-    timeout_s: float = typer.Option(120.0, "--timeout-s", help="Wall-clock limit of each candidate child (trials; timing)."),
+    mode: Mode = typer.Option("strict", help="strict | hybrid (conv/matmul may use torch)."),
+    timeout_s: float = typer.Option(120.0, "--timeout-s", help=TIMEOUT_HELP),
     reference_timeout_s: float = typer.Option(300.0, "--reference-timeout-s", help="Wall-clock limit of the reference's own run (import, get_inputs, forward)."),
     fresh_baselines: bool = typer.Option(False, "--fresh-baselines", help="Re-measure eager and torch.compile instead of using the on-disk baseline cache."),
     unsafe_no_sandbox: bool = typer.Option(False, "--unsafe-no-sandbox", help=UNSAFE_HELP),
@@ -170,8 +412,10 @@ def verify(
     from drtriton.judge import verify as run_verify
     from drtriton.program import ProgramError
 
+    _check_device(device)
     sources = []
     for path in (reference, *candidates):
+        _check_readable(path, "program")
         try:
             sources.append(path.read_text())
         except (OSError, UnicodeDecodeError) as exc:
@@ -192,24 +436,25 @@ def verify(
         fail(str(exc))
     for path, verdict in zip(candidates, verdicts, strict=True):
         if json_out:
-            typer.echo(verdict.to_json())
+            result(verdict.to_json())
         else:
             prefix = f"{path}: " if len(candidates) > 1 else ""
-            typer.echo(prefix + verdict.summary())
+            result(prefix + verdict.summary())
     raise typer.Exit(0 if all(v.status == "correct" for v in verdicts) else 1)
 
 
 # ----------------------------------------------------------------------------- training
-def _run_training(fn, *args) -> None:
-    """Run a training command body; its UsageError (or a missing sandbox) becomes one line and
-    exit status 2."""
+def _run_training(fn: Callable[..., str], *args: object) -> None:
+    """Run a training command body and print its result line on stdout; its UsageError (or a
+    missing sandbox) becomes one line and exit status 2."""
     from drtriton.judge import SandboxUnavailable
     from drtriton.train.commands import UsageError
 
     try:
-        fn(*args, console)
+        message = fn(*args, console)
     except (UsageError, SandboxUnavailable) as exc:
         fail(str(exc))
+    result(message)
 
 
 @app.command("init-model")
@@ -221,6 +466,7 @@ def init_model(
     """Create a random Qwen2-architecture model and an offline-built tokenizer."""
     from drtriton.train.commands import init_model_command
 
+    _check_out_dir(out)
     _run_training(init_model_command, preset, out, seed)
 
 
@@ -229,15 +475,18 @@ def pairs(
     programs: Path = typer.Option(..., help="Programs JSONL (drtriton synth output)."),
     out: Path = typer.Option(..., help="Output pairs JSONL (judge-verified answers only)."),
     teacher: str = typer.Option("compiler", help="compiler | openai."),
-    samples: int = typer.Option(4, help="Answers per program for LLM teachers."),
+    samples: int = typer.Option(4, min=1, help="Answers per program for LLM teachers."),
     device: str = typer.Option("auto", help="Judge device: auto | cpu | cuda | cuda:N."),
-    judge_workers: int = typer.Option(None, help="Parallel judge sandboxes (default: per device)."),
+    judge_workers: int = typer.Option(
+        None, min=1, help="Parallel judge sandboxes (default: per device)."),
     openai_url: str = typer.Option("", help="OpenAI-compatible base URL, e.g. http://127.0.0.1:8000/v1."),
     openai_model: str = typer.Option("", help="Model name at that endpoint."),
     temperature: float = typer.Option(0.6, help="Sampling temperature (LLM teachers)."),
     unsafe_no_sandbox: bool = typer.Option(False, "--unsafe-no-sandbox", help=UNSAFE_HELP),
 ) -> None:
-    """Run a teacher on programs and keep only judge-verified answers (warm-up pairs)."""
+    """Run a teacher on programs and keep only judge-verified answers (warm-up pairs).
+
+    A program that cannot be run is skipped, with its reason on stderr."""
     from drtriton.train.commands import pairs_command
     from drtriton.train.pairs import PairsConfig
 
@@ -253,17 +502,20 @@ def sft(
     model: Path = typer.Option(..., help="Model directory (Hugging Face checkpoint)."),
     pairs: Path = typer.Option(..., help="Pairs JSONL (drtriton pairs output)."),
     out: Path = typer.Option(..., help="Output model directory."),
-    max_steps: int = typer.Option(-1, help="Optimizer steps (-1: one epoch)."),
-    batch_size: int = typer.Option(4, help="Per-device batch size."),
+    max_steps: int = typer.Option(-1, min=-1, help="Optimizer steps (-1: one epoch)."),
+    batch_size: int = typer.Option(4, min=1, help="Per-device batch size (at least 1)."),
     lr: float = typer.Option(1e-5, help="Learning rate."),
-    max_length: int = typer.Option(8192, help="Longest training sequence (tokens)."),
+    max_length: int = typer.Option(8192, min=1, help="Longest training sequence (tokens)."),
     lora: bool = typer.Option(False, help="Train LoRA adapters (merged into the saved model)."),
-    lora_rank: int = typer.Option(16, help="LoRA rank (with --lora)."),
+    lora_rank: int = typer.Option(16, min=1, help="LoRA rank (with --lora)."),
 ) -> None:
     """Supervised warm-up with TRL's SFTTrainer (loss on the answer only)."""
     from drtriton.train.commands import sft_command
     from drtriton.train.sft import SFTRunConfig
 
+    if max_steps == 0:
+        fail("--max-steps must be -1 (one epoch) or at least 1")
+    _check_out_dir(out)
     config = SFTRunConfig(str(model), str(pairs), str(out), max_steps=max_steps,
                           batch_size=batch_size, lr=lr, max_length=max_length, lora=lora,
                           lora_rank=lora_rank)
@@ -292,7 +544,8 @@ def rl(
     judge_workers: int = typer.Option(None, help="Parallel judge sandboxes."),
     save_every: int = typer.Option(1, help="Checkpoint every N steps."),
     seed: int = typer.Option(0, help="Run seed."),
-    resume: bool = typer.Option(False, help="Continue from OUT/checkpoint."),
+    resume: bool = typer.Option(
+        False, help="Continue the run in OUT from its last checkpoint (OUT must hold a run)."),
     lora: bool = typer.Option(False, help="Train LoRA adapters on a frozen base (bf16 on a GPU); merged into OUT/merged at the end."),
     lora_rank: int = typer.Option(16, help="LoRA rank (with --lora)."),
     unsafe_no_sandbox: bool = typer.Option(False, "--unsafe-no-sandbox", help=UNSAFE_HELP),
@@ -305,6 +558,9 @@ def rl(
         level_list = tuple(int(x) for x in levels.split(",") if x.strip())
     except ValueError:
         fail(f"--levels must be comma-separated integers, got {levels!r}")
+    _check_out_dir(out)
+    if resume:
+        _check_resumable(out)
     config = RLConfig(
         str(model), str(programs), str(out), max_steps=max_steps, programs_per_step=programs_per_step,
         n=n, max_new_tokens=max_new_tokens, objective=objective, tau=tau, lam=lam,
@@ -314,6 +570,19 @@ def rl(
         unsafe_no_sandbox=unsafe_no_sandbox,
     )
     _run_training(rl_command, config)
+
+
+def _check_resumable(out: Path) -> None:
+    """``--resume`` with nothing to resume is an error; a run stopped before its first
+    checkpoint starts again from step 0, and says so."""
+    from drtriton.train.rl import has_checkpoint
+
+    if has_checkpoint(out):
+        return
+    if not (out / "metrics.jsonl").exists():
+        fail(f"--resume: {out} holds no run to resume (no checkpoint); drop --resume to start one")
+    warn(f"--resume: {out} has no checkpoint yet (the run stopped before its first save); "
+         "starting again from step 0")
 
 
 # ----------------------------------------------------------------------------- benchmarks
@@ -331,29 +600,35 @@ def _int_list(text: str, option: str) -> tuple[int, ...]:
 def bench(
     out: Path = typer.Option(None, help="Report JSON (rows, CSV and plot are written beside it)."),
     plan: Path = typer.Option(None, help="Run a benchmark plan (TOML, benchmarks/plans/) into its results file, resuming; the other options do not apply."),
-    suite: str = typer.Option("synthetic", help="synthetic | kernelbench."),
-    levels: str = typer.Option("1,2,5,20", help="Levels, comma-separated."),
-    num: int = typer.Option(10, help="Programs per level (kernelbench: at most this many)."),
-    scale: str = typer.Option("small", help="Synthetic scale: small | gpu."),
+    suite: Literal["synthetic", "kernelbench"] = typer.Option(
+        "synthetic", help="synthetic | kernelbench."),
+    levels: str = typer.Option(
+        "1,2,5,20", help=f"Levels, comma-separated: 1..{MAX_LEVEL} (synthetic), or the "
+                         "checkout's level folders (kernelbench: 1..4)."),
+    num: int = typer.Option(
+        10, min=1, help="Programs per level, at least 1 (kernelbench: at most this many)."),
+    scale: Literal["small", "gpu"] = typer.Option("small", help="Synthetic scale: small | gpu."),
     programs: Path = typer.Option(None, help="Use these synthesized programs (JSONL) instead of synthesizing."),
     path: Path = typer.Option(None, help="KernelBench checkout (suite kernelbench)."),
     policy: str = typer.Option("compiler", help="compiler | hf:MODEL_DIR | openai:BASE_URL#MODEL."),
-    samples: int = typer.Option(1, help="LLM answers per fragment when searching."),
+    samples: int = typer.Option(1, min=1, help="LLM answers per fragment when searching."),
     search: bool = typer.Option(False, help="Use test-time fragment search."),
     max_fragment_ops: int = typer.Option(4, help="Largest fragment (operators) when searching."),
     search_wall_s: float = typer.Option(600.0, help="Search wall time per problem (seconds)."),
     candidates_per_fragment: int = typer.Option(4, help="Candidates judged per fragment at most, when searching."),
     search_cache: Path = typer.Option(None, help="SQLite cache of search verdicts (default: OUT.search.sqlite)."),
-    timeout_s: float = typer.Option(300.0, "--timeout-s", help="Judge wall-clock limit per candidate run."),
-    mode: str = typer.Option("strict", help="strict | hybrid (judge and compiler)."),
+    timeout_s: float = typer.Option(300.0, "--timeout-s", help=TIMEOUT_HELP),
+    mode: Mode = typer.Option("strict", help="strict | hybrid (judge and compiler)."),
     preset: str = typer.Option("hardened", help="Judge preset: hardened | kernelbench | kernelbench-v0.1 | tf32."),
-    device: str = typer.Option("auto", help="auto | cpu | cuda."),
+    device: str = typer.Option("auto", help="auto | cpu | cuda | cuda:N."),
     seed: int = typer.Option(None, help="Synthetic seed (default: the held-out benchmark seed)."),
     unsafe_no_sandbox: bool = typer.Option(False, "--unsafe-no-sandbox", help=UNSAFE_HELP),
 ) -> None:
-    """Benchmark a policy: accuracy, fast_p against eager and torch.compile, geomean speedups."""
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+    """Benchmark a policy: accuracy, fast_p against eager and torch.compile, geomean speedups.
 
+    Rows are appended to OUT.rows.jsonl as problems finish: the same command, run
+    again, judges only the problems not done yet. A problem whose program cannot
+    be run is a row with its reason (status invalid_reference)."""
     if plan is not None:
         if out is not None:
             fail("--plan writes to the plan's own results file: drop --out")
@@ -361,14 +636,41 @@ def bench(
         return
     if out is None:
         fail("bench needs --out (or --plan)")
+    from drtriton.bench import HELD_OUT_SEED, BenchConfig
 
-    from drtriton.bench import HELD_OUT_SEED, BenchConfig, run_bench, summary_table
-    from drtriton.judge import SandboxUnavailable
-
-    if suite not in ("synthetic", "kernelbench"):
-        fail(f"--suite must be synthetic or kernelbench, got {suite!r}")
     if suite == "kernelbench" and (path is None or not path.exists()):
         fail("--suite kernelbench needs --path to an existing KernelBench checkout")
+    _check_policy(policy)
+    if programs is not None:
+        _check_readable(programs, "--programs file")
+    if timeout_s <= 0:
+        fail("--timeout-s must be positive")
+    _check_search_budget(max_fragment_ops, search_wall_s, candidates_per_fragment)
+    _check_device(device)
+    _check_writable(out)
+    config = BenchConfig(
+        suite=suite, levels=_bench_levels(levels, suite), num=num, scale=scale,
+        seed=HELD_OUT_SEED if seed is None else seed, programs=str(programs) if programs else None,
+        path=str(path) if path else None, policy=policy, samples=samples, search=search, mode=mode, preset=preset,
+        max_fragment_ops=max_fragment_ops, search_wall_s=search_wall_s, timeout_s=timeout_s,
+        candidates_per_fragment=candidates_per_fragment,
+        device=device, search_cache=str(search_cache) if search_cache else None,
+        unsafe_no_sandbox=unsafe_no_sandbox,
+    )  # fmt: skip
+    _run_bench(config, out)
+
+
+def _bench_levels(text: str, suite: str) -> tuple[int, ...]:
+    levels = _int_list(text, "--levels")
+    top = MAX_LEVEL if suite == "synthetic" else None
+    for level in levels:
+        if level < 1 or (top is not None and level > top):
+            limits = f"between 1 and {top}" if top else "at least 1"
+            fail(f"--levels: a {suite} level is {limits}, got {level}")
+    return levels
+
+
+def _check_policy(policy: str) -> None:
     from drtriton.policy import parse_policy_spec
 
     try:
@@ -377,45 +679,35 @@ def bench(
         fail(str(exc))
     if kind == "hf" and not Path(args[0]).is_dir():
         fail(f"--policy {policy}: no model directory {args[0]}")
-    if programs is not None and not programs.exists():
-        fail(f"--programs: no such file {programs}")
-    if timeout_s <= 0:
-        fail("--timeout-s must be positive")
-    _check_search_budget(max_fragment_ops, search_wall_s, candidates_per_fragment)
-    _check_writable(out)
-    config = BenchConfig(
-        suite=suite, levels=_int_list(levels, "--levels"), num=num, scale=scale,
-        seed=HELD_OUT_SEED if seed is None else seed, programs=str(programs) if programs else None,
-        path=str(path) if path else None, policy=policy, samples=samples, search=search, mode=mode, preset=preset,
-        max_fragment_ops=max_fragment_ops, search_wall_s=search_wall_s, timeout_s=timeout_s,
-        candidates_per_fragment=candidates_per_fragment,
-        device=device, search_cache=str(search_cache) if search_cache else None,
-        unsafe_no_sandbox=unsafe_no_sandbox,
-    )  # fmt: skip
-    columns = (TextColumn("bench"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(), TextColumn("{task.fields[last]}"))
-    with Progress(*columns, console=console) as progress:
+
+
+def _run_bench(config: BenchConfig, out: Path) -> None:
+    """Run the benchmark with a bar on a terminal, a line per problem in a log; the summary
+    table and the report's paths on stdout."""
+    from drtriton.bench import run_bench, summary_table
+    from drtriton.judge import SandboxUnavailable
+
+    with _progress("bench", "last") as progress:
         task = progress.add_task("bench", total=None, last="")
 
         def on_row(row: dict, total: int) -> None:
             progress.update(task, advance=1, total=total, last=f"{row['id']}: {row['status']}")
             if not console.is_terminal:  # a batch log gets a line per problem, not a bar
-                console.print(_row_line(row), highlight=False, markup=False, soft_wrap=True)
+                console.print(_row_line(row))
 
         def on_start(problem_id: str) -> None:
             if not console.is_terminal:
-                console.print(f"start {problem_id} {time.strftime('%H:%M:%S')}", highlight=False, soft_wrap=True)
+                console.print(f"start {problem_id} {time.strftime('%H:%M:%S')}")
 
         try:
-            report = run_bench(config, out, on_row, on_start)
+            report = run_bench(config, out, on_row, on_start, on_warning=warn)
         except (ValueError, FileNotFoundError, SandboxUnavailable) as exc:
             fail(str(exc))
-    typer.echo(summary_table(report))
-    console.print(f"report: {out} (rows: {out.name}.rows.jsonl, {out.with_suffix('.csv').name})")
+    result(summary_table(report))
+    result(f"report: {out} (rows: {out.name}.rows.jsonl, {out.with_suffix('.csv').name})")
 
 
 def _bench_plan(path: Path, unsafe_no_sandbox: bool) -> None:
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
-
     from drtriton.bench.plan import PlanError, load_plan, run_plan, summary
     from drtriton.bench.records import markdown_table
     from drtriton.judge import SandboxUnavailable
@@ -424,26 +716,24 @@ def _bench_plan(path: Path, unsafe_no_sandbox: bool) -> None:
         plan = load_plan(path)
     except PlanError as exc:
         fail(str(exc))
-    columns = (TextColumn(f"plan {plan.name}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
-               TextColumn("{task.fields[last]}"))  # fmt: skip
-    with Progress(*columns, console=console) as progress:
+    with _progress(f"plan {plan.name}", "last") as progress:
         task = progress.add_task("plan", total=None, last="")
 
         def on_row(row: dict, total: int) -> None:
             last = f"{row['suite']}/{row['problem']} {row['mode']}: {row['status']}"
             progress.update(task, advance=1, total=total, last=last)
             if not console.is_terminal:
-                console.print(last, highlight=False, markup=False, soft_wrap=True)
+                console.print(last)
 
         try:
-            rows = run_plan(plan, on_row, unsafe_no_sandbox=unsafe_no_sandbox)
+            rows = run_plan(plan, on_row, unsafe_no_sandbox=unsafe_no_sandbox, on_warning=warn)
         except (PlanError, ValueError, FileNotFoundError, SandboxUnavailable) as exc:
             fail(str(exc))
     table = [{k: ("n/a" if v is None else f"{v:.2f}" if isinstance(v, float) else v)
               for k, v in r.items()} for r in summary(rows)]
     if table:
-        typer.echo(markdown_table(table, list(table[0])))
-    console.print(f"results: {plan.results_path()}")
+        result(markdown_table(table, list(table[0])))
+    result(f"results: {plan.results_path()}")
 
 
 def _row_line(row: dict) -> str:

@@ -15,7 +15,7 @@ import ast
 import random
 import threading
 import types
-from collections.abc import Sequence
+from collections.abc import Iterable, Mapping, Sequence
 
 import torch
 
@@ -83,8 +83,18 @@ def make_inputs(module: types.ModuleType, seed: int, device: torch.device | str)
     with TORCH_STATE_LOCK, torch.device(device):
         random.seed(seed)
         torch.manual_seed(seed)
-        values = list(module.get_inputs())
+        values = input_list(module.get_inputs())
     return [x.to(device) if isinstance(x, torch.Tensor) else x for x in values]
+
+
+def input_list(values: object) -> list:
+    """``get_inputs()``'s result as a list; a ``ProgramError`` unless it is a list, tuple or other
+    iterable of inputs (a string would pass as a list of characters)."""
+    if isinstance(values, (str, bytes, Mapping)) or not isinstance(values, Iterable):
+        raise ProgramError(
+            f"get_inputs() must return a list of inputs, got {type(values).__name__}"
+        )
+    return list(values)
 
 
 def run_program(
@@ -96,7 +106,36 @@ def run_program(
         init_inputs = module.get_init_inputs()
         model = module.Model(*init_inputs).to(device)
         torch.manual_seed(seed + 1)
-        inputs = [x.to(device) if isinstance(x, torch.Tensor) else x for x in module.get_inputs()]
+        inputs = [x.to(device) if isinstance(x, torch.Tensor) else x
+                  for x in input_list(module.get_inputs())]
         with torch.no_grad():
             outputs = as_output_tuple(model(*inputs))
     return inputs, outputs
+
+
+def check_runs(source: str, device: str = "cpu", seed: int = 0) -> dict:
+    """Run a program once as the judge does and name what fails in the program's own terms:
+    ``{"problem": "forward() raised ..."}``, or ``{}`` when it runs. It executes the program:
+    untrusted sources go through a sandbox (``JudgePool.call(source, "drtriton.program:check_runs",
+    ...)``)."""
+    try:
+        module = load_program(source)
+        with TORCH_STATE_LOCK:
+            torch.manual_seed(seed)
+            init = _step("get_init_inputs()", module.get_init_inputs)
+            model = _step("Model(*get_init_inputs())", lambda: module.Model(*init).to(device))
+            inputs = _step("get_inputs()", lambda: make_inputs(module, seed + 1, device))
+            with torch.no_grad():
+                as_output_tuple(_step("forward()", lambda: model(*inputs)))
+    except ProgramError as exc:
+        return {"problem": str(exc)}
+    return {}
+
+
+def _step(what: str, call):
+    try:
+        return call()
+    except ProgramError:
+        raise
+    except Exception as exc:  # the program's own failure: reported, never a traceback
+        raise ProgramError(f"{what} raised {type(exc).__name__}: {exc}") from exc

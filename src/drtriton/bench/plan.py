@@ -41,6 +41,7 @@ import tomllib
 from drtriton.bench.metrics import fast_p, geomean_speedup
 from drtriton.bench.problems import HELD_OUT_SEED, BenchConfig, Problem, synthetic_problems
 from drtriton.bench.records import REPO, machine_record
+from drtriton.bench.rows import load_rows
 from drtriton.judge.config import MODES, PRESETS
 
 _RUN_KEYS = {"suite", "folder", "scale", "programs", "levels", "num", "only", "modes", "presets",
@@ -87,7 +88,8 @@ class Plan:
 def _check_keys(where: str, table: dict, allowed: set[str]) -> None:
     unknown = sorted(set(table) - allowed)
     if unknown:
-        raise PlanError(f"{where}: unknown key {unknown[0]!r} (allowed: {', '.join(sorted(allowed))})")
+        allowed_keys = ", ".join(sorted(allowed))
+        raise PlanError(f"{where}: unknown key {unknown[0]!r} (allowed: {allowed_keys})")
 
 
 def _plan_run(where: str, table: dict) -> PlanRun:
@@ -182,9 +184,8 @@ def _key(run: PlanRun, item: PlanProblem, mode: str, preset: str) -> tuple:
 
 
 def read_rows(path: Path) -> list[dict]:
-    if not path.exists():
-        return []
-    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+    """The rows of a results file (a truncated last row, left by a killed run, is left out)."""
+    return load_rows(path)[0]
 
 
 def _stamp() -> dict:
@@ -209,15 +210,20 @@ def _plan_row(item: PlanProblem, run: PlanRun, mode: str, preset: str, solved: d
 
 
 def run_plan(plan: Plan, on_row: Callable[[dict, int], None] | None = None,
-             unsafe_no_sandbox: bool = False) -> list[dict]:
+             unsafe_no_sandbox: bool = False,
+             on_warning: Callable[[str], None] | None = None) -> list[dict]:
     """Judge every planned row not yet in the results file at this source tree; return all
-    rows of this tree (new and resumed)."""
+    rows of this tree (new and resumed). ``on_warning`` hears of a truncated last row that a
+    killed run left (it is dropped, and judged again)."""
     from drtriton.judge import JudgeConfig
 
     path = plan.results_path()
     path.parent.mkdir(parents=True, exist_ok=True)
     stamp = _stamp()
-    done = {row_key(r): r for r in read_rows(path) if r.get("source_sha") == stamp["source_sha"]}
+    stored, warning = load_rows(path, repair=True)
+    if warning and on_warning is not None:
+        on_warning(warning)
+    done = {row_key(r): r for r in stored if r.get("source_sha") == stamp["source_sha"]}
     work = [(run, item, mode, preset) for run in plan.runs for item in plan_problems(run)
             for mode in run.modes for preset in run.presets]
     total = len(work)
@@ -276,7 +282,8 @@ def _judge_batch(plan: Plan, judge, batch: list, stamp: dict):
 def planned_keys(plan: Plan) -> set[tuple]:
     """Every row key the plan asks for (problems listed without judging anything)."""
     return {_key(run, item, mode, preset) for run in plan.runs
-            for item in plan_problems(run, cost=False) for mode in run.modes for preset in run.presets}
+            for item in plan_problems(run, cost=False)
+            for mode in run.modes for preset in run.presets}
 
 
 def latest_complete(rows: list[dict], keys: set[tuple]) -> list[dict]:

@@ -82,6 +82,11 @@ def synthetic_problems(config: BenchConfig) -> list[Problem]:
             for level in config.levels
             for p in [q for q in stored if q.level == level][: config.num]
         ]
+        if not records:  # an empty report would look like a finished benchmark
+            have = sorted({p.level for p in stored})
+            raise ValueError(f"{config.programs}: no programs at levels "
+                             f"{','.join(map(str, config.levels))} (the file has "
+                             f"{'levels ' + ','.join(map(str, have)) if have else 'none'})")
     else:
         from drtriton.synth import SynthConfig, synthesize_one
 

@@ -13,6 +13,8 @@ from pathlib import Path
 from drtriton.bench.problems import BenchConfig, Problem, kernelbench_problems, synthetic_problems
 from drtriton.bench.records import machine_record
 from drtriton.bench.report import write_report
+from drtriton.bench.rows import load_rows
+from drtriton.devices import device_kind
 
 
 def _row(problem: Problem, verdict, chosen: str, wall_s: float, reason: str = "") -> dict:
@@ -34,6 +36,13 @@ def _row(problem: Problem, verdict, chosen: str, wall_s: float, reason: str = ""
         "chosen": chosen,
         "wall_s": round(wall_s, 3),
     } | {f"judge_{name}_s": t for name, t in (v.get("phase_s") or {}).items()}
+
+
+def _invalid_row(problem: Problem, exc: Exception, started: float) -> dict:
+    """The row of a problem whose own program cannot be run (its inputs cannot be allocated, its
+    forward raises, ...): one problem the run reports and goes past, and a rerun skips."""
+    row = _row(problem, None, "none", time.perf_counter() - started, str(exc))
+    return row | {"status": "invalid_reference"}
 
 
 def _search_columns(report) -> dict:
@@ -110,7 +119,10 @@ def solve_problem(
     """Produce a candidate for one problem with the configured policy and judge it.
 
     ``policy`` is the loaded LLM policy when ``config.policy`` names one (``run_bench`` loads it
-    once for all problems); when None it is loaded here."""
+    once for all problems); when None it is loaded here. A problem whose own program cannot be
+    run becomes an ``invalid_reference`` row with the reason, like any other outcome."""
+    from drtriton.program import ProgramError  # the judge's InvalidReferenceError is one
+
     started = time.perf_counter()
     device = pool.config.resolved_device()
     invalid = _invalid_reference(problem, device)
@@ -135,9 +147,12 @@ def solve_problem(
         if config.policy != "compiler":
             policy = policy or _policy(config, device)
             generators.append(policy_generator(policy, config.samples))
-        report = search(
-            problem.source, search_config, generators, pool=pool, fragment_pool=fragment_pool
-        )
+        try:
+            report = search(
+                problem.source, search_config, generators, pool=pool, fragment_pool=fragment_pool
+            )
+        except ProgramError as exc:
+            return _invalid_row(problem, exc, started)
         row = _row(
             problem,
             report.verdict,
@@ -149,8 +164,7 @@ def solve_problem(
     tuning: dict = {}
     try:
         if config.policy == "compiler":
-            target = "cuda" if device.startswith("cuda") else "cpu"
-            candidate, tuning = _compile(pool, problem.source, config.mode, target)
+            candidate, tuning = _compile(pool, problem.source, config.mode, device_kind(device))
         else:  # pass@1: the policy's first answer is the one that counts
             from drtriton.policy import Sampling, parse_answer
 
@@ -162,16 +176,21 @@ def solve_problem(
             problem, None, "none", time.perf_counter() - started, f"{type(exc).__name__}: {exc}"
         )
     policy_s = round(time.perf_counter() - started - filter_s, 3)
-    verdict = pool.verify(problem.source, candidate)
+    try:
+        verdict = pool.verify(problem.source, candidate)
+    except ProgramError as exc:
+        return _invalid_row(problem, exc, started)
     row = _row(problem, verdict, "whole", time.perf_counter() - started)
     return row | {"filter_s": filter_s, "policy_s": policy_s} | tuning
 
 
-def run_bench(config: BenchConfig, out: Path, on_row=None, on_start=None) -> dict:
+def run_bench(config: BenchConfig, out: Path, on_row=None, on_start=None,
+              on_warning=None) -> dict:
     """Run (or resume) a benchmark; writes OUT (report JSON), OUT.rows.jsonl, OUT.csv, OUT.png.
 
     ``on_row(row, total)`` is called as each problem finishes (or is found done), ``on_start(id)``
-    as a problem starts."""
+    as a problem starts, ``on_warning(message)`` for a rows file that a killed run left with a
+    truncated last line (the line is dropped)."""
     from drtriton.judge import JudgeConfig, JudgePool
     from drtriton.judge.core import environment_record
 
@@ -185,7 +204,9 @@ def run_bench(config: BenchConfig, out: Path, on_row=None, on_start=None) -> dic
         raise ValueError(f"unknown suite {config.suite!r}; use synthetic or kernelbench")
     rows_path = out.with_name(out.name + ".rows.jsonl")
     if config.search and config.search_cache is None:
-        config = dataclasses.replace(config, search_cache=str(out.with_name(out.name + ".search.sqlite")))
+        config = dataclasses.replace(
+            config, search_cache=str(out.with_name(out.name + ".search.sqlite"))
+        )
     device = JudgeConfig(device=config.device).resolved_device()
     judge_config = JudgeConfig(
         preset=config.preset,
@@ -196,10 +217,11 @@ def run_bench(config: BenchConfig, out: Path, on_row=None, on_start=None) -> dic
         unsafe_no_sandbox=config.unsafe_no_sandbox,
     )
     stamp = _row_stamp(judge_config)
-    done = {}
-    if rows_path.exists():  # resume: problems already judged under these judge settings are kept
-        rows = (json.loads(line) for line in rows_path.read_text().splitlines() if line)
-        done = {r["id"]: r for r in rows if _resumable(r, stamp["env"])}
+    # resume: problems already judged under these judge settings are kept
+    stored, warning = load_rows(rows_path, repair=True)
+    if warning and on_warning is not None:
+        on_warning(warning)
+    done = {r["id"]: r for r in stored if _resumable(r, stamp["env"])}
     todo = [p for p in problems if p.id not in done]
     with contextlib.ExitStack() as stack:
         pool = stack.enter_context(JudgePool(judge_config)) if todo else None

@@ -16,7 +16,6 @@ import itertools
 import os
 import secrets
 import shutil
-import tempfile
 import threading
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -30,6 +29,7 @@ from drtriton.judge.core import Slot, environment_record, judge_pair, run_call
 from drtriton.judge.kernel_store import KernelCompiler, KernelStore, default_kernel_store
 from drtriton.judge.sandbox import Sandbox
 from drtriton.judge.verdict import Verdict
+from drtriton.scratch import claim_scratch
 
 
 class JudgePool:
@@ -49,7 +49,7 @@ class JudgePool:
         self._bwrap = isolation.resolve(config.unsafe_no_sandbox)
         self._sandbox_text = isolation.describe(self._bwrap)
         root = config.scratch_dir or default_scratch_root()
-        self._scratch = tempfile.mkdtemp(prefix="drtriton-judge-", dir=root)
+        self._scratch = claim_scratch(root, "drtriton-judge-")  # and remove dead runs' ones
         baselines = None
         self.kernels: KernelCompiler | None = None
         if device != "cpu":

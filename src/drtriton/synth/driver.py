@@ -1,8 +1,10 @@
-"""The synthesis driver: per-index seeded draws until one passes the filters, in parallel workers."""
+"""The synthesis driver: per-index seeded draws until one passes the filters, in parallel
+workers."""
 
 from __future__ import annotations
 
 import hashlib
+import os
 import random
 from collections import Counter
 from collections.abc import Callable, Iterator
@@ -66,7 +68,29 @@ def synthesize_one(config: SynthConfig, index: int) -> SynthResult:
 def _worker_init() -> None:
     import torch
 
+    _die_with_parent()
     torch.set_num_threads(1)  # workers are the parallelism; intra-op threads would oversubscribe
+
+
+def _die_with_parent() -> None:
+    """Have the kernel kill this worker when the process that started it dies (Linux).
+
+    A parent killed with SIGKILL cannot stop its pool: without this its workers, and the
+    resource tracker they keep open, would outlive it. The signal is tied to the thread that
+    started the worker, so ``iter_synthesize`` must be consumed in a long-lived thread (the
+    main thread of the command)."""
+    import ctypes
+    import multiprocessing
+    import signal
+    import sys
+
+    if not sys.platform.startswith("linux"):
+        return
+    pr_set_pdeathsig = 1
+    ctypes.CDLL(None, use_errno=True).prctl(pr_set_pdeathsig, int(signal.SIGKILL), 0, 0, 0)
+    parent = multiprocessing.parent_process()
+    if parent is not None and os.getppid() != parent.pid:
+        os._exit(1)  # the parent died before the signal was armed
 
 
 def _one(args: tuple[SynthConfig, int]) -> SynthResult:

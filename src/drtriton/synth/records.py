@@ -11,6 +11,12 @@ from pathlib import Path
 from drtriton.ops.scales import SCALES
 
 MAX_LEVEL = 64
+DEVICES = "cpu, cuda or cuda:N"  # where a synthesis run's checks may execute
+
+
+def _is_device(device: str) -> bool:
+    kind, colon, index = device.partition(":")
+    return device in ("cpu", "cuda") or (kind == "cuda" and bool(colon) and index.isdigit())
 
 
 class SynthError(ValueError):
@@ -45,6 +51,10 @@ class SynthConfig:
             raise SynthError(f"unknown check {self.check!r}; choose auto, run, meta or none")
         if self.workers < 1:
             raise SynthError(f"workers must be at least 1, got {self.workers}")
+        if self.start_index < 0:
+            raise SynthError(f"start index must be at least 0, got {self.start_index}")
+        if not _is_device(self.device):
+            raise SynthError(f"unknown device {self.device!r}; choose {DEVICES}")
 
     def budget(self) -> float:
         # Most solves finish in a few thousandths; a draw that thrashes is cheaper to redraw.
@@ -101,5 +111,55 @@ def write_jsonl(programs: Sequence[SynthProgram], path: str | os.PathLike) -> No
 
 
 def read_jsonl(path: str | os.PathLike) -> list[SynthProgram]:
-    with Path(path).open() as f:
-        return [SynthProgram.from_dict(json.loads(line)) for line in f if line.strip()]
+    """The programs of a synthesis JSONL file; ``SynthError`` names the file (and line) of any
+    problem: not a file, not JSON, a record without the program fields."""
+    path = Path(path)
+    try:
+        with path.open() as f:
+            return [_record(path, n, line) for n, line in enumerate(f, 1) if line.strip()]
+    except (OSError, UnicodeDecodeError) as exc:
+        raise SynthError(f"cannot read {path}: {getattr(exc, 'strerror', None) or exc}") from None
+
+
+def _record(path: Path, number: int, line: str) -> SynthProgram:
+    try:
+        row = json.loads(line)
+    except json.JSONDecodeError as exc:
+        raise SynthError(f"{path}:{number}: not JSON ({exc.msg})") from None
+    fields = SynthProgram.__dataclass_fields__
+    missing = [k for k in fields if not isinstance(row, dict) or k not in row]
+    if missing:
+        raise SynthError(f"{path}:{number}: not a synthesized program (no {', '.join(missing)})")
+    return SynthProgram.from_dict(row)
+
+
+def finished_prefix(path: Path, config: SynthConfig) -> tuple[int, int]:
+    """(programs, bytes) of the records at the start of an interrupted run's ``.partial`` file
+    that this run would write again, byte for byte: complete lines holding programs
+    ``start_index, start_index + 1, ...`` of the same level, seed, scale and check. A truncated
+    last line (the run was killed while writing it) is not counted; a record of another run is
+    a ``SynthError``, so that a different command never overwrites what a run made."""
+    count = size = 0
+    with path.open("rb") as f:
+        for raw in f:
+            if not raw.endswith(b"\n"):
+                break
+            if count == config.num:
+                raise SynthError(f"{path} holds more than --num {config.num} programs; rerun "
+                                 "the command that made it or remove the file")
+            try:
+                program = SynthProgram.from_dict(json.loads(raw))
+            except (ValueError, KeyError, TypeError):
+                raise SynthError(f"{path}:{count + 1}: not a program record; remove the file "
+                                 "to start over") from None
+            if not _continues(program, config, config.start_index + count):
+                raise SynthError(f"{path} holds programs of another run (level {program.level}, "
+                                 f"seed {program.seed}, scale {program.scale}, index "
+                                 f"{program.index}); rerun that command or remove the file")
+            count, size = count + 1, size + len(raw)
+    return count, size
+
+
+def _continues(program: SynthProgram, config: SynthConfig, index: int) -> bool:
+    same = (program.level, program.seed, program.scale, program.index, program.checked)
+    return same == (config.level, config.seed, config.scale, index, config.check_mode())

@@ -1,7 +1,8 @@
 """The bodies of the training commands (``drtriton init-model | pairs | sft | rl``).
 
-``cli.py`` declares the options and calls these; each returns normally or raises ``UsageError``
-with one line for the user (the CLI prints it and exits 2).
+``cli.py`` declares the options and calls these; each returns its result line (the CLI prints
+it on stdout) or raises ``UsageError`` with one line for the user (the CLI prints it and exits
+2). The console they are given is for diagnostics: progress and skipped programs.
 """
 
 from __future__ import annotations
@@ -24,7 +25,8 @@ def _need_file(path: Path, what: str) -> None:
 
 def _need_model(path: Path) -> None:
     if not (path / "config.json").is_file():
-        raise UsageError(f"{path} is not a model directory (no config.json); see drtriton init-model")
+        raise UsageError(
+            f"{path} is not a model directory (no config.json); see drtriton init-model")
 
 
 def _check_device(device: str) -> None:
@@ -36,7 +38,7 @@ def _check_device(device: str) -> None:
         raise UsageError(f"--device {device} requested but no CUDA GPU is visible")
 
 
-def init_model_command(preset: str, out: Path, seed: int, console: Console) -> None:
+def init_model_command(preset: str, out: Path, seed: int, console: Console) -> str:
     from drtriton.train.model import PRESETS, init_model
 
     if preset not in PRESETS:
@@ -44,10 +46,10 @@ def init_model_command(preset: str, out: Path, seed: int, console: Console) -> N
     if out.exists() and not out.is_dir():
         raise UsageError(f"{out} exists and is not a directory")
     path = init_model(out, preset, seed)
-    console.print(f"wrote a random {preset} Qwen2 model and its tokenizer to {path}")
+    return f"wrote a random {preset} Qwen2 model and its tokenizer to {path}"
 
 
-def pairs_command(config, console: Console) -> None:
+def pairs_command(config, console: Console) -> str:
     from drtriton.train.pairs import run_pairs
 
     _need_file(Path(config.programs), "programs file")
@@ -63,15 +65,18 @@ def pairs_command(config, console: Console) -> None:
         def advance(done: int, total: int) -> None:
             progress.update(task, completed=done, total=total)
 
+        def skip(program_id: str, reason: str) -> None:
+            progress.console.print(f"skipped program {program_id}: {reason}")
+
         try:
-            counts = run_pairs(config, advance)
+            counts = run_pairs(config, advance, skip)
         except ValueError as exc:
             raise UsageError(str(exc)) from None
     detail = ", ".join(f"{k}={v}" for k, v in sorted(counts.items()))
-    console.print(f"wrote {counts.get('pairs', 0)} verified pairs to {config.out} ({detail})")
+    return f"wrote {counts.get('pairs', 0)} verified pairs to {config.out} ({detail})"
 
 
-def sft_command(config, console: Console) -> None:
+def sft_command(config, console: Console) -> str:
     from drtriton.train.sft import read_pairs, run_sft
 
     _need_model(Path(config.model))
@@ -82,10 +87,10 @@ def sft_command(config, console: Console) -> None:
         raise UsageError(str(exc)) from None
     metrics = run_sft(config)
     loss = metrics.get("train_loss")
-    console.print(f"saved the SFT model to {config.out} (train_loss={loss})")
+    return f"saved the SFT model to {config.out} (train_loss={loss})"
 
 
-def rl_command(config, console: Console) -> None:
+def rl_command(config, console: Console) -> str:
     from drtriton.train.pairs import read_programs
     from drtriton.train.rl import run_rl
 
@@ -99,7 +104,7 @@ def rl_command(config, console: Console) -> None:
         raise UsageError(str(exc)) from None
     columns = (
         TextColumn("rl"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
-        TextColumn("{task.fields[info]}"),
+        TextColumn("{task.fields[info]}", markup=False),
     )
     with Progress(*columns, console=console) as progress:
         task = progress.add_task("rl", total=config.max_steps, info="")
@@ -116,8 +121,8 @@ def rl_command(config, console: Console) -> None:
         except ValueError as exc:
             raise UsageError(str(exc)) from None
     last = rows[-1]["step"] if rows else "none"
-    console.print(f"RL done (last step {last}); metrics in {config.out}/metrics.jsonl, "
-                  f"checkpoint in {config.out}/checkpoint")
+    return (f"RL done (last step {last}); metrics in {config.out}/metrics.jsonl, "
+            f"checkpoint in {config.out}/checkpoint")
 
 
 def _fmt(x: float | None) -> str:

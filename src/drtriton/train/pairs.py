@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from drtriton.bench import HELD_OUT_SEED
+from drtriton.devices import device_kind
 from drtriton.policy import (
     AnswerParseError,
     CompilerPolicy,
@@ -77,7 +78,8 @@ def read_programs(path: str | Path) -> list[dict]:
     for number, row in enumerate(rows, 1):
         if row.get("seed") == HELD_OUT_SEED:
             raise ValueError(
-                f"{path}: record {number} was made with the held-out benchmark seed {HELD_OUT_SEED}; "
+                f"{path}: record {number} was made with the held-out benchmark seed "
+                f"{HELD_OUT_SEED}; "
                 "training on it would leak the benchmark (synthesize with another --seed)"
             )
         row.setdefault("id", f"line{number}")
@@ -87,14 +89,16 @@ def read_programs(path: str | Path) -> list[dict]:
 
 def make_teacher(config: PairsConfig, device: str) -> tuple[Policy, int]:
     if config.teacher == "compiler":
-        return CompilerPolicy(device="cuda" if device.startswith("cuda") else "cpu"), 1
+        return CompilerPolicy(device=device_kind(device)), 1
     return OpenAIPolicy(config.openai_url, config.openai_model), config.samples
 
 
-def run_pairs(config: PairsConfig, progress=None) -> dict:
+def run_pairs(config: PairsConfig, progress=None, on_skip=None) -> dict:
     """Write verified pairs to ``config.out``; returns counts by outcome.
 
-    ``progress(done, total)`` is called after each program's answers are judged.
+    ``progress(done, total)`` is called after each program's answers are judged;
+    ``on_skip(program_id, reason)`` for a program skipped because it cannot be run, or the
+    teacher failed on it (counted as ``invalid_program`` or ``teacher_error``).
     """
     from drtriton.judge import JudgeConfig, JudgePool
 
@@ -110,8 +114,13 @@ def run_pairs(config: PairsConfig, progress=None) -> dict:
     out.parent.mkdir(parents=True, exist_ok=True)
     with JudgePool(judge_config, config.judge_workers) as pool, out.open("w") as f:
         for done, program in enumerate(programs, 1):
-            answers = teacher.generate([program["source"]], n, sampling)[0]
-            pair = _first_verified(pool, program, list(dict.fromkeys(answers)), counts)
+            try:
+                pair = _pair(pool, teacher, n, sampling, program, counts)
+            except _Skipped as skipped:
+                counts[skipped.kind] += 1
+                if on_skip:
+                    on_skip(program["id"], skipped.reason)
+                pair = None
             if pair is not None:
                 pair["teacher"] = config.teacher
                 f.write(json.dumps(pair, sort_keys=True) + "\n")
@@ -121,6 +130,28 @@ def run_pairs(config: PairsConfig, progress=None) -> dict:
                 progress(done, len(programs))
     counts["programs"] = len(programs)
     return dict(counts)
+
+
+class _Skipped(Exception):
+    def __init__(self, kind: str, reason: str) -> None:
+        super().__init__(reason)
+        self.kind, self.reason = kind, reason
+
+
+def _pair(pool, teacher: Policy, n: int, sampling: Sampling, program: dict,
+          counts: Counter) -> dict | None:
+    """The first verified pair of one program, or None; ``_Skipped`` when the program cannot be
+    run or the teacher fails on it: one bad program must not end the run."""
+    from drtriton.program import ProgramError  # the judge's InvalidReferenceError is one
+
+    try:
+        answers = teacher.generate([program["source"]], n, sampling)[0]
+    except Exception as exc:  # noqa: BLE001 - reported with its program, like a bench row
+        raise _Skipped("teacher_error", f"the teacher failed: {type(exc).__name__}: {exc}") from exc
+    try:
+        return _first_verified(pool, program, list(dict.fromkeys(answers)), counts)
+    except ProgramError as exc:
+        raise _Skipped("invalid_program", str(exc)) from exc
 
 
 def _first_verified(pool, program: dict, answers: list[str], counts: Counter) -> dict | None:

@@ -26,7 +26,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import math
 import random
 import shutil
 import time
@@ -37,6 +36,7 @@ from pathlib import Path
 
 import torch
 
+from drtriton.devices import device_kind, resolve_device
 from drtriton.policy import (
     AnswerParseError,
     CompilerPolicy,
@@ -45,6 +45,7 @@ from drtriton.policy import (
     prompt_ids,
     sample_token_ids,
 )
+from drtriton.stats import geomean
 from drtriton.train.batches import build_batch, pad_rows, slice_rows, token_logps
 from drtriton.train.drpo import (
     drpo_loss,
@@ -100,13 +101,25 @@ class RLConfig:
 
     def validate(self) -> None:
         checks = [
-            (self.objective in ("drpo", "grpo"), f"objective must be drpo or grpo, got {self.objective!r}"),
+            (
+                self.objective in ("drpo", "grpo"),
+                f"objective must be drpo or grpo, got {self.objective!r}",
+            ),
             (self.all_correct in ("drop", "speed"), "all_correct must be drop or speed"),
             (self.n >= 2, "n must be at least 2 (groups need several answers)"),
             (0 <= self.teacher_mix < self.n, "teacher_mix must be in [0, n)"),
-            (self.max_steps >= 1 and self.programs_per_step >= 1, "max_steps and programs_per_step must be >= 1"),
-            (1 <= self.mini_batches <= self.programs_per_step, "mini_batches must be in [1, programs_per_step]"),
-            (self.micro_batch >= 1 and self.save_every >= 1, "micro_batch and save_every must be >= 1"),
+            (
+                self.max_steps >= 1 and self.programs_per_step >= 1,
+                "max_steps and programs_per_step must be >= 1",
+            ),
+            (
+                1 <= self.mini_batches <= self.programs_per_step,
+                "mini_batches must be in [1, programs_per_step]",
+            ),
+            (
+                self.micro_batch >= 1 and self.save_every >= 1,
+                "micro_batch and save_every must be >= 1",
+            ),
             (bool(self.levels), "levels must not be empty"),
             (self.lora_rank >= 1, "lora_rank must be >= 1"),
         ]
@@ -115,9 +128,7 @@ class RLConfig:
                 raise ValueError(message)
 
     def resolved_device(self) -> str:
-        if self.device == "auto":
-            return "cuda" if torch.cuda.is_available() else "cpu"
-        return self.device
+        return resolve_device(self.device)
 
 
 # ----------------------------------------------------------------------------- curriculum
@@ -197,8 +208,12 @@ class RLRun:
         if config.resume and (checkpoint / "state.json").exists():
             source = str(checkpoint)
         elif (self.out / "metrics.jsonl").exists() and not config.resume:
-            raise ValueError(f"{self.out} already holds a run; pass --resume or choose another --out")
+            raise ValueError(
+                f"{self.out} already holds a run; pass --resume or choose another --out"
+            )
         resuming = source != config.model
+        if config.resume and not resuming:  # no checkpoint yet: its steps are run again
+            _truncate_metrics(self.out / "metrics.jsonl", 0)
         if resuming and is_adapter_dir(checkpoint) != config.lora:
             written = "with" if is_adapter_dir(checkpoint) else "without"
             raise ValueError(f"{checkpoint} was written {written} --lora; resume it the same way")
@@ -208,7 +223,7 @@ class RLRun:
         self.optimizer = torch.optim.AdamW(trainable, lr=config.lr, weight_decay=0.0)
         if resuming:
             self._load_state(checkpoint)
-        self.teacher = CompilerPolicy(device="cuda" if self.device.startswith("cuda") else "cpu")
+        self.teacher = CompilerPolicy(device=device_kind(self.device))
         self._teacher_cache: dict[str, list[int]] = {}
         self._verdicts: dict[str, tuple[str, str, float | None]] = {}
         self._prompt_cache: dict[str, list[int]] = {}
@@ -225,7 +240,9 @@ class RLRun:
             base = AutoModelForCausalLM.from_pretrained(c.model, dtype=dtype)
             model = with_adapters(base, c.lora_rank, checkpoint)
         else:
-            model = AutoModelForCausalLM.from_pretrained(str(checkpoint or c.model), dtype=torch.float32)
+            model = AutoModelForCausalLM.from_pretrained(
+                str(checkpoint or c.model), dtype=torch.float32
+            )
         model.to(self.device)
         model.config.use_cache = True
         return model
@@ -248,10 +265,12 @@ class RLRun:
         self.optimizer.load_state_dict(
             torch.load(checkpoint / "optimizer.pt", map_location=self.device, weights_only=True)
         )
-        _truncate_metrics(self.out / "metrics.jsonl", self.step)
+        _truncate_metrics(self.out / "metrics.jsonl", self.step, state.get("metrics"))
 
-    def save(self) -> None:
-        """Write the checkpoint to a temporary directory, then swap it in (atomic on POSIX)."""
+    def save(self, metrics: dict | None = None) -> None:
+        """Write the checkpoint to a temporary directory, then swap it in (atomic on POSIX).
+        ``metrics``: the row of the step saved, kept in the checkpoint, so that a run killed
+        before appending it to metrics.jsonl gets it back on resume."""
         final = self.out / "checkpoint"
         tmp = self.out / "checkpoint.tmp"
         shutil.rmtree(tmp, ignore_errors=True)
@@ -263,6 +282,7 @@ class RLRun:
             "level_index": self.curriculum.index,
             "history": self.curriculum.history,
             "config": asdict(self.config),
+            "metrics": metrics,
         }
         (tmp / "state.json").write_text(json.dumps(state, indent=1, default=str))
         old = self.out / "checkpoint.old"
@@ -296,7 +316,9 @@ class RLRun:
 
     def generate(self, programs: list[dict]) -> list[Sample]:
         c = self.config
-        sampling = Sampling(c.temperature, c.top_p, c.max_new_tokens, seed=c.seed * 7919 + self.step)
+        sampling = Sampling(
+            c.temperature, c.top_p, c.max_new_tokens, seed=c.seed * 7919 + self.step
+        )
         own = c.n - c.teacher_mix
         with self._autocast():
             groups = sample_token_ids(
@@ -329,7 +351,8 @@ class RLRun:
             self._verdicts[key] = (verdict.status, verdict.reason[:200], verdict.speedup_eager)
         for s in samples:
             if s.candidate is not None:
-                s.status, s.reason, s.speedup = self._verdicts[_pair_key(s.program["id"], s.candidate)]
+                key = _pair_key(s.program["id"], s.candidate)
+                s.status, s.reason, s.speedup = self._verdicts[key]
         return len(todo)
 
     def update(self, samples: list[Sample]) -> dict:
@@ -384,14 +407,21 @@ class RLRun:
         now = self._logps_no_grad(batch, rows)
         old_rows = [old[i] for i in rows]
         tokens = sum(t.numel() for t in now)
-        kl_value = sum(float(token_kl(n, o).sum()) for o, n in zip(old_rows, now, strict=True)) / max(1, tokens)
+        kl_sum = sum(float(token_kl(n, o).sum()) for o, n in zip(old_rows, now, strict=True))
+        kl_value = kl_sum / max(1, tokens)
         coef = kl_coefficient(kl_value, c.beta, c.delta)
         index = torch.tensor(rows)
         if c.objective == "drpo":
             scores = torch.stack([t.mean() if t.numel() else t.new_zeros(()) for t in now])
             scores.requires_grad_(True)
-            loss = drpo_loss(scores, correct[index], speed[index], group[index], c.lam, c.tau, c.all_correct)
-            (score_grad,) = torch.autograd.grad(loss, scores) if loss.requires_grad else (torch.zeros_like(scores),)
+            loss = drpo_loss(
+                scores, correct[index], speed[index], group[index], c.lam, c.tau, c.all_correct
+            )
+            (score_grad,) = (
+                torch.autograd.grad(loss, scores)
+                if loss.requires_grad
+                else (torch.zeros_like(scores),)
+            )
         else:
             rewards = correct.float() * (1.0 + speed)  # speed only counts for correct answers
             advantages = grpo_advantages(rewards[index], group[index])
@@ -416,7 +446,9 @@ class RLRun:
                 g = score_grad[local].to(self.device)
                 surrogate = surrogate + (g * sequence_scores(logps, mask)).sum()
             else:
-                part = grpo_loss(logps, old_sub, mask, advantages[local].to(self.device), c.clip_eps)
+                part = grpo_loss(
+                    logps, old_sub, mask, advantages[local].to(self.device), c.clip_eps
+                )
                 part = part * len(local) / len(rows)
                 grpo_total += float(part.detach())
                 surrogate = surrogate + part
@@ -446,10 +478,6 @@ class RLRun:
         metrics = _step_metrics(samples, level, self.step) | stats
         metrics["programs"] = [p["id"] for p in programs]
         advanced = self.curriculum.record(metrics["correct_rate"])
-        t4 = time.perf_counter()
-        if self.step % self.config.save_every == 0 or self.step >= self.config.max_steps:
-            self.save()
-        t5 = time.perf_counter()
         metrics.update(
             rolling_correct_rate=self.curriculum.rolling() if not advanced else None,
             advanced_to=self.curriculum.level if advanced else None,
@@ -457,12 +485,20 @@ class RLRun:
             time_generate_s=t1 - t0,
             time_judge_s=t2 - t1,
             time_update_s=t3 - t2,
-            time_save_s=t5 - t4,
-            time_step_s=t5 - t0,
         )
+        t4 = time.perf_counter()
+        if self.step % self.config.save_every == 0 or self.step >= self.config.max_steps:
+            self.save(metrics)
+        t5 = time.perf_counter()
+        metrics.update(time_save_s=t5 - t4, time_step_s=t5 - t0)
         with (self.out / "metrics.jsonl").open("a") as f:
             f.write(json.dumps(metrics, sort_keys=True) + "\n")
         return metrics
+
+
+def has_checkpoint(out: Path) -> bool:
+    """Whether the run directory ``out`` holds a checkpoint to resume (or one mid-swap)."""
+    return any((out / name / "state.json").exists() for name in ("checkpoint", "checkpoint.old"))
 
 
 def run_rl(config: RLConfig, on_step: Callable[[dict], None] | None = None) -> list[dict]:
@@ -511,9 +547,7 @@ def _step_metrics(samples: list[Sample], level: int, step: int) -> dict:
         "correct_rate_all": sum(s.correct for s in samples) / len(samples),
         "parse_rate": sum(s.candidate is not None for s in own) / max(1, len(own)),
         "mean_speedup_correct": sum(speedups) / len(speedups) if speedups else None,
-        "geomean_speedup_correct": (
-            math.exp(sum(math.log(x) for x in speedups) / len(speedups)) if speedups else None
-        ),
+        "geomean_speedup_correct": geomean(speedups),
         "frac_groups_with_signal": mixed / n_groups,
         "frac_groups_all_correct": full / n_groups,
         "answers": len(samples),
@@ -523,10 +557,20 @@ def _step_metrics(samples: list[Sample], level: int, step: int) -> dict:
     }
 
 
-def _truncate_metrics(path: Path, step: int) -> None:
-    """Keep only the lines of steps the checkpoint already contains."""
-    if not path.exists():
-        return
-    lines = [ln for ln in path.read_text().splitlines() if ln.strip()]
-    kept = [ln for ln in lines if json.loads(ln).get("step", 0) <= step]
-    path.write_text("".join(ln + "\n" for ln in kept))
+def _truncate_metrics(path: Path, step: int, last: dict | None = None) -> None:
+    """Keep only the lines of steps the checkpoint already contains, and the row ``last`` of its
+    own step if the run was killed before appending it. A line cut short by a kill is no
+    finished step: it goes too."""
+    lines = path.read_text().splitlines() if path.exists() else []
+    kept = [ln for ln in lines if (s := _step_of(ln)) is not None and s <= step]
+    if last is not None and last.get("step") == step and all(_step_of(ln) != step for ln in kept):
+        kept.append(json.dumps(last, sort_keys=True))
+    if kept or path.exists():
+        path.write_text("".join(ln + "\n" for ln in kept))
+
+
+def _step_of(line: str) -> int | None:
+    try:
+        return int(json.loads(line).get("step", 0))
+    except (ValueError, AttributeError, TypeError):
+        return None
