@@ -128,17 +128,28 @@ def main() -> None:
     result = {
         "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
         "device": ARGS.device,
-        "machine": {"cpu_count": os.cpu_count(), "platform": platform.platform(),
-                    "processor": platform.processor(),
-                    "gpu": torch.cuda.get_device_name() if ARGS.device != "cpu" else None},
-        "versions": {"python": platform.python_version(), "torch": torch.__version__,
-                     "triton": triton.__version__},
+        "machine": {
+            "cpu_count": os.cpu_count(),
+            "platform": platform.platform(),
+            "processor": platform.processor(),
+            "gpu": torch.cuda.get_device_name() if ARGS.device != "cpu" else None,
+        },
+        "versions": {
+            "python": platform.python_version(),
+            "torch": torch.__version__,
+            "triton": triton.__version__,
+        },
         "time_compile_baseline": config.time_compile,
         "pool_start_s": start_s,
         "sequential_one_worker": rows,
         "mean_overhead_s": statistics.mean(r["overhead_s"] for r in rows.values()),
-        "concurrent": {"workers_asked": ARGS.workers, "slots": slots, "verdicts": len(batch), "wall_s": elapsed,
-                       "verdicts_per_s": len(batch) / elapsed},
+        "concurrent": {
+            "workers_asked": ARGS.workers,
+            "slots": slots,
+            "verdicts": len(batch),
+            "wall_s": elapsed,
+            "verdicts_per_s": len(batch) / elapsed,
+        },
     }
     ARGS.out.mkdir(parents=True, exist_ok=True)
     path = ARGS.out / f"judge_throughput_{ARGS.device}.json"

@@ -1,4 +1,4 @@
-"""The judge's output comparison on large outputs: chunked (current) vs the earlier mask-indexed one.
+"""The judge's output comparison on large outputs: chunked (current) vs the earlier mask-indexed.
 
     .venv/bin/python benchmarks/bench_judge_compare.py [--numel 67108864] [--repeats 3]
 
@@ -45,7 +45,9 @@ def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--numel", type=int, default=1 << 26)
     p.add_argument("--repeats", type=int, default=3)
-    p.add_argument("--out", type=Path, default=ROOT / "benchmarks" / "results" / "judge_compare_cpu.json")
+    p.add_argument(
+        "--out", type=Path, default=ROOT / "benchmarks" / "results" / "judge_compare_cpu.json"
+    )
     args = p.parse_args()
     torch.manual_seed(0)
     expected = torch.randn(args.numel)
@@ -61,12 +63,20 @@ def main() -> None:
         assert compare_masked(expected, actual, atol, rtol)
         times["masked"].append(time.perf_counter() - t)
     med = {k: statistics.median(v) for k, v in times.items()}
-    result = {"machine": machine_record(ROOT), "numel": args.numel, "torch_threads": torch.get_num_threads(),
-              "seconds": times, "median_s": med, "speedup": med["masked"] / med["chunked"]}
+    result = {
+        "machine": machine_record(ROOT),
+        "numel": args.numel,
+        "torch_threads": torch.get_num_threads(),
+        "seconds": times,
+        "median_s": med,
+        "speedup": med["masked"] / med["chunked"],
+    }
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(result, indent=1))
-    print(f"| numel | chunked s | masked s | speedup |\n|---|---|---|---|\n"
-          f"| {args.numel} | {med['chunked']:.3f} | {med['masked']:.3f} | {result['speedup']:.2f}x |")
+    print(
+        f"| numel | chunked s | masked s | speedup |\n|---|---|---|---|\n"
+        f"| {args.numel} | {med['chunked']:.3f} | {med['masked']:.3f} | {result['speedup']:.2f}x |"
+    )
 
 
 if __name__ == "__main__":

@@ -3,10 +3,10 @@
     .venv/bin/python benchmarks/bench_synth.py [--num 40] [--levels 1,2,5,20] [--scales small,gpu]
 
 One worker process (torch limited to one thread), so programs per CPU-second is the rate per core
-(wall-clock rate is recorded too; on a shared machine it also counts other load). Small-scale programs
-are run with the quality filters (finite, non-constant, every input used); GPU-scale programs are
-shape-checked on the meta device on a CPU machine (the filters run where they can be run: add
---device cuda on a GPU). Writes benchmarks/results/synth_rate.{json,csv}; then
+(wall-clock rate is recorded too; on a shared machine it also counts other load). Small-scale
+programs are run with the quality filters (finite, non-constant, every input used); GPU-scale
+programs are shape-checked on the meta device on a CPU machine (the filters run where they can be
+run: add --device cuda on a GPU). Writes benchmarks/results/synth_rate.{json,csv}; then
 ``python benchmarks/report.py`` updates the README table.
 """
 

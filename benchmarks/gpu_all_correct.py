@@ -47,7 +47,9 @@ def parse_args() -> argparse.Namespace:
     p.add_argument("--steps", type=int, default=6, help="updates per arm on the fixed batch")
     p.add_argument("--lr", type=float, default=1e-5)
     p.add_argument("--lam", type=float, default=1.0)
-    p.add_argument("--min-ratio", type=float, default=1.05, help="speeds must differ by this factor")
+    p.add_argument(
+        "--min-ratio", type=float, default=1.05, help="speeds must differ by this factor"
+    )
     p.add_argument("--device", default="cuda")
     return p.parse_args()
 
@@ -61,7 +63,8 @@ def build_samples(run: RLRun, programs: list[dict]) -> list[Sample]:
     samples = []
     for g, program in enumerate(programs):
         for variant, text in answers(program):
-            ids = run.tokenizer(text, add_special_tokens=False)["input_ids"] + [run.tokenizer.eos_token_id]
+            ids = run.tokenizer(text, add_special_tokens=False)["input_ids"]
+            ids = ids + [run.tokenizer.eos_token_id]
             samples.append(Sample(g, program, ids, text, f"teacher-{variant}"))
     return samples
 
@@ -83,7 +86,8 @@ def main() -> int:
     started = time.perf_counter()
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
-    programs = [json.loads(line) for line in Path(args.programs).read_text().splitlines() if line][: args.num]
+    lines = [line for line in Path(args.programs).read_text().splitlines() if line]
+    programs = [json.loads(line) for line in lines][: args.num]
     model_dir = str(init_model(out / "model", "small"))
     config = RLConfig(model=model_dir, programs=args.programs, out=str(out / "drop"), n=2,
                       lr=args.lr, lam=args.lam, device=args.device, levels=(1, 2, 5, 20),
@@ -113,14 +117,21 @@ def main() -> int:
             s.group = new_group
     rows = []
     if batch:
-        arms["speed"] = RLRun(dataclasses.replace(config, out=str(out / "speed"), all_correct="speed"))
+        arms["speed"] = RLRun(
+            dataclasses.replace(config, out=str(out / "speed"), all_correct="speed")
+        )
         for name, run in arms.items():
             before = run.answer_scores(batch)
             rows.append({"arm": name, "update": 0, "gap": gap(batch, before)})
             for k in range(1, args.steps + 1):
                 stats = run.update(batch)
-                rows.append({"arm": name, "update": k, "gap": gap(batch, run.answer_scores(batch))} | stats)
-            print(f"{name}: gap {rows[-args.steps - 1]['gap']:+.5f} -> {rows[-1]['gap']:+.5f}", flush=True)
+                rows.append(
+                    {"arm": name, "update": k, "gap": gap(batch, run.answer_scores(batch))} | stats
+                )
+            print(
+                f"{name}: gap {rows[-args.steps - 1]['gap']:+.5f} -> {rows[-1]['gap']:+.5f}",
+                flush=True,
+            )
     summary = {
         "environment": {"gpu": torch.cuda.get_device_name(0) if torch.cuda.is_available() else None,
                         "torch": torch.__version__, "date": time.strftime("%Y-%m-%d")},

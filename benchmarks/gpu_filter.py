@@ -7,8 +7,10 @@ level 20 most draws fail them (7 of the first 8 held-out programs on the H200), 
 sample is the first ``--keep`` programs of a larger held-out pool, in index order, that pass.
 
     # one shard per GPU (each appends one line per program to its log, and skips logged ones)
-    CUDA_VISIBLE_DEVICES=0 python benchmarks/gpu_filter.py check --programs POOL --log L0 --shard 0/2
-    CUDA_VISIBLE_DEVICES=1 python benchmarks/gpu_filter.py check --programs POOL --log L1 --shard 1/2
+    CUDA_VISIBLE_DEVICES=0 python benchmarks/gpu_filter.py check --programs POOL --log L0 \\
+        --shard 0/2
+    CUDA_VISIBLE_DEVICES=1 python benchmarks/gpu_filter.py check --programs POOL --log L1 \\
+        --shard 1/2
     # the sample: the first KEEP valid programs per level, in index order, from every log
     python benchmarks/gpu_filter.py keep --programs POOL --logs L0 L1 --keep 8 --out SAMPLE.jsonl
 
@@ -31,7 +33,9 @@ def check(programs: Path, log: Path, shard: str) -> None:
     from drtriton.bench.run import run_filters
 
     part, parts = map(int, shard.split("/"))
-    done = {json.loads(line)["id"] for line in log.read_text().splitlines()} if log.exists() else set()
+    done = (
+        {json.loads(line)["id"] for line in log.read_text().splitlines()} if log.exists() else set()
+    )
     pool = [p for k, p in enumerate(read_jsonl(programs)) if k % parts == part and p.id not in done]
     device = "cuda"
     for program in pool:
@@ -42,7 +46,10 @@ def check(programs: Path, log: Path, shard: str) -> None:
                  "device": torch.cuda.get_device_name(0)}
         with log.open("a") as f:
             f.write(json.dumps(entry) + "\n")
-        print(f"L{program.level}-{program.index} {reason or 'valid'} ({entry['seconds']} s)", flush=True)
+        print(
+            f"L{program.level}-{program.index} {reason or 'valid'} ({entry['seconds']} s)",
+            flush=True,
+        )
 
 
 def keep(programs: Path, logs: list[Path], count: int, out: Path) -> None:
@@ -61,7 +68,9 @@ def keep(programs: Path, logs: list[Path], count: int, out: Path) -> None:
             kept.append(program)
     late = [p for p in unchecked if any(k.level == p.level and k.index > p.index for k in kept)]
     if late:
-        raise SystemExit(f"{len(late)} programs before the last kept are unchecked: check them first")
+        raise SystemExit(
+            f"{len(late)} programs before the last kept are unchecked: check them first"
+        )
     write_jsonl(kept, out)
     print(f"kept {len(kept)} of {len(reasons)} checked programs -> {out}")
 

@@ -1,14 +1,15 @@
 """Where a compiled candidate spends its GPU time: a diagnostic, not a verdict.
 
-    PYTHONPATH=src python3 benchmarks/gpu_profile.py --programs FILE [--levels 1,2,5] [--mode strict] [--out DIR]
+    PYTHONPATH=src python3 benchmarks/gpu_profile.py --programs FILE [--levels 1,2,5] \\
+        [--mode strict] [--out DIR]
 
-For each program: compile it with the built-in compiler (strict by default, cuda), run it once, then time
-eager and the candidate the way the judge does (L2 flushed, CUDA events, median) and time every
-Triton launch of one candidate call separately (synchronised around each launch). Also measures
-the host-side cost of one launch for a tiny elementwise kernel in three spellings (plain jit,
-autotuned, autotuned behind the judge's launch hook). Nothing here is verified by the judge, so
-its ratios are diagnostics for the compiler's developers, never results. Writes profile.json and
-prints a table as it goes.
+For each program: compile it with the built-in compiler (strict by default, cuda), run it once, then
+time eager and the candidate the way the judge does (L2 flushed, CUDA events, median) and time every
+Triton launch of one candidate call separately (synchronised around each launch). Also measures the
+host-side cost of one launch for a tiny elementwise kernel in three spellings (plain jit, autotuned,
+autotuned behind the judge's launch hook). Nothing here is verified by the judge, so its ratios are
+diagnostics for the compiler's developers, never results. Writes profile.json and prints a table as
+it goes.
 """
 
 from __future__ import annotations

@@ -135,7 +135,9 @@ def main() -> int:
         "judge_calls": judged,
         "judge_s_per_call": sum(r["time_judge_s"] for r in rows) / judged if judged else None,
         "median_step_s": statistics.median(r["time_step_s"] for r in rows) if rows else None,
-        "median_generate_s": statistics.median(r["time_generate_s"] for r in rows) if rows else None,
+        "median_generate_s": (
+            statistics.median(r["time_generate_s"] for r in rows) if rows else None
+        ),
         "median_update_s": statistics.median(r["time_update_s"] for r in rows) if rows else None,
         "completion_tokens": sum(r["completion_tokens"] for r in rows),
         "all_metrics_finite": all(

@@ -45,7 +45,9 @@ def ab_rows(programs: list[dict], cache: VerdictCache, judge_mode: str) -> list[
             row[f"{name}_ms"] = verdict.runtime_ms if verdict and verdict.ok else None
             row[f"{name}_vs_eager"] = verdict.speedup_eager if verdict and verdict.ok else None
             if verdict is not None:
-                row["machine"] = {k: verdict.environment.get(k) for k in ("device_name", "torch", "triton")}
+                row["machine"] = {
+                    k: verdict.environment.get(k) for k in ("device_name", "torch", "triton")
+                }
         row["same_translation"] = texts["default"] == texts["fused"]
         if row["default_vs_eager"] and row["fused_vs_eager"]:
             row["default_over_fused"] = row["default_vs_eager"] / row["fused_vs_eager"]

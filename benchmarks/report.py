@@ -37,7 +37,8 @@ def synth_block() -> str | None:
     return (
         f"{table}\n\n"
         f"_{m['host_cpu']}, one worker, torch {m['torch']}, ortools {m['ortools']}, "
-        f"commit {m['git_commit']}, {m['date']}; generated from `benchmarks/results/synth_rate.json`._"
+        f"commit {m['git_commit']}, {m['date']}; "
+        "generated from `benchmarks/results/synth_rate.json`._"
     )
 
 
@@ -46,28 +47,41 @@ LAUNCH_BOUND_MS = 0.05  # eager under 50 us: launch overhead, not the kernel, de
 
 # rows file (benchmarks/results/gpu/NAME.json.rows.jsonl) -> the mode it reports; level 20 has
 # its own sample (the first valid programs of a larger pool: benchmarks/gpu_filter.py)
-COMPILER_RUNS = {"strict": "strict", "hybrid": "hybrid", "strict_l20": "strict", "hybrid_l20": "hybrid",
-                 # the level-20 programs whose translation changed with max_window_recompute
-                 # (commit 051e04e), judged again: these rows replace the earlier ones
-                 "compiler_rc_strict_l20": "strict", "compiler_rc_hybrid_l20": "hybrid",
-                 # strict level-20 programs whose matmuls changed (batch folded into rows, narrow
-                 # tiles under 8 columns; commit after 19015e8), judged again
-                 "compiler_mm_strict_l20a": "strict", "compiler_mm_strict_l20b": "strict",
-                 # programs whose pooling kernels changed (reachable window offsets only), again
-                 "compiler_pool_strict_a": "strict", "compiler_pool_hybrid_a": "hybrid",
-                 "compiler_pool_strict_b": "strict", "compiler_pool_hybrid_b": "hybrid",
-                 # programs whose reductions or scans now tile along the innermost dim longer than 1
-                 "compiler_layout_strict": "strict", "compiler_layout_hybrid": "hybrid",
-                 # programs whose strict transposed convolutions became one GEMM over the input
-                 "compiler_scatter_strict": "strict", "compiler_scatter_hybrid": "hybrid",
-                 # ... whose fill tests taps per column, or whose one-row product is a
-                 # matrix-vector form (commit 8f90cf7)
-                 "compiler_fill_strict": "strict", "compiler_fill_hybrid": "hybrid",
-                 # ... whose convolution loads read a delinearized tile index, or whose fill
-                 # writes every output (commit 7965131)
-                 "compiler_loads_strict": "strict", "compiler_loads_hybrid": "hybrid",
-                 # L5-1, whose narrow transposed convolution is one outer product per channel
-                 "compiler_outer_strict": "strict"}
+COMPILER_RUNS = {
+    "strict": "strict",
+    "hybrid": "hybrid",
+    "strict_l20": "strict",
+    "hybrid_l20": "hybrid",
+    # the level-20 programs whose translation changed with max_window_recompute
+    # (commit 051e04e), judged again: these rows replace the earlier ones
+    "compiler_rc_strict_l20": "strict",
+    "compiler_rc_hybrid_l20": "hybrid",
+    # strict level-20 programs whose matmuls changed (batch folded into rows, narrow
+    # tiles under 8 columns; commit after 19015e8), judged again
+    "compiler_mm_strict_l20a": "strict",
+    "compiler_mm_strict_l20b": "strict",
+    # programs whose pooling kernels changed (reachable window offsets only), again
+    "compiler_pool_strict_a": "strict",
+    "compiler_pool_hybrid_a": "hybrid",
+    "compiler_pool_strict_b": "strict",
+    "compiler_pool_hybrid_b": "hybrid",
+    # programs whose reductions or scans now tile along the innermost dim longer than 1
+    "compiler_layout_strict": "strict",
+    "compiler_layout_hybrid": "hybrid",
+    # programs whose strict transposed convolutions became one GEMM over the input
+    "compiler_scatter_strict": "strict",
+    "compiler_scatter_hybrid": "hybrid",
+    # ... whose fill tests taps per column, or whose one-row product is a
+    # matrix-vector form (commit 8f90cf7)
+    "compiler_fill_strict": "strict",
+    "compiler_fill_hybrid": "hybrid",
+    # ... whose convolution loads read a delinearized tile index, or whose fill
+    # writes every output (commit 7965131)
+    "compiler_loads_strict": "strict",
+    "compiler_loads_hybrid": "hybrid",
+    # L5-1, whose narrow transposed convolution is one outer product per channel
+    "compiler_outer_strict": "strict",
+}
 
 
 def _gpu_rows(runs: dict[str, str]) -> list[dict]:
@@ -136,20 +150,37 @@ def _side_by_side(rows: list[dict], notes: dict[str, str]) -> list[dict]:
 
     for pid, modes in sorted(by_id.items(), key=lambda item: order(item[0])):
         base = modes.get("strict") or modes["hybrid"]
-        line = {"problem": pid.rsplit("-", 1)[0], "ops": base["ops"], "eager_ms": _fmt(base["eager_ms"]),
-                "compile_ms": _fmt(base["compile_ms"])}
+        line = {
+            "problem": pid.rsplit("-", 1)[0],
+            "ops": base["ops"],
+            "eager_ms": _fmt(base["eager_ms"]),
+            "compile_ms": _fmt(base["compile_ms"]),
+        }
         for mode in ("strict", "hybrid"):
             r = modes.get(mode)
             if r is None:
                 line |= {f"{mode}_ms": "not run", f"{mode}_vs_eager": "", f"{mode}_vs_compile": ""}
             elif mode == "hybrid" and r.get("verdict_reused_from"):
-                line |= {"hybrid_ms": "= strict (same kernels)", "hybrid_vs_eager": "", "hybrid_vs_compile": ""}
+                line |= {
+                    "hybrid_ms": "= strict (same kernels)",
+                    "hybrid_vs_eager": "",
+                    "hybrid_vs_compile": "",
+                }
             elif r["status"] != "correct":
-                line |= {f"{mode}_ms": r["status"], f"{mode}_vs_eager": "", f"{mode}_vs_compile": ""}
+                line |= {
+                    f"{mode}_ms": r["status"],
+                    f"{mode}_vs_eager": "",
+                    f"{mode}_vs_compile": "",
+                }
             else:
-                line |= {f"{mode}_ms": _fmt(r["runtime_ms"]), f"{mode}_vs_eager": _fmt(r["speedup_eager"]),
-                         f"{mode}_vs_compile": _fmt(r["speedup_compile"])}
-        line["note"] = " / ".join(dict.fromkeys(x for x in (_reason(m, notes) for m in modes.values()) if x))
+                line |= {
+                    f"{mode}_ms": _fmt(r["runtime_ms"]),
+                    f"{mode}_vs_eager": _fmt(r["speedup_eager"]),
+                    f"{mode}_vs_compile": _fmt(r["speedup_compile"]),
+                }
+        line["note"] = " / ".join(
+            dict.fromkeys(x for x in (_reason(m, notes) for m in modes.values()) if x)
+        )
         lines.append(line)
     return lines
 
@@ -161,7 +192,9 @@ def _plots(rows: list[dict]) -> list[tuple[str, str]]:
     from drtriton.bench import plot_speedups
 
     if importlib.util.find_spec("matplotlib") is None:  # the README would silently lose its plots
-        raise SystemExit("report.py draws the README's plots with matplotlib: pip install -e '.[plot]'")
+        raise SystemExit(
+            "report.py draws the README's plots with matplotlib: pip install -e '.[plot]'"
+        )
     made = []
     for mode in ("strict", "hybrid"):
         path = RESULTS / "gpu" / f"compiler_{mode}.png"
@@ -173,7 +206,9 @@ def _plots(rows: list[dict]) -> list[tuple[str, str]]:
 def _coverage(rows: list[dict]) -> str:
     """Which programs the rows cover, per level: 'level 1: 8 programs, level 2: 8 programs'."""
     levels = sorted({r["level"] for r in rows})
-    return ", ".join(f"level {lv}: {len({r['id'] for r in rows if r['level'] == lv})} programs" for lv in levels)
+    return ", ".join(
+        f"level {lv}: {len({r['id'] for r in rows if r['level'] == lv})} programs" for lv in levels
+    )
 
 
 def _l20_pool_text() -> str:
@@ -191,10 +226,12 @@ def _l20_pool_text() -> str:
     pool = ROOT / "benchmarks" / "programs" / "synthetic_gpu_heldout_l20_pool.jsonl"
     size = sum(1 for line in pool.read_text().splitlines() if line)
     failed = ", ".join(f"{n} {r}" for r, n in reasons.most_common() if r != "valid")
-    return (f"level 20: every program of the {size}-program held-out pool whose reference passes the "
-            f"synthesis filters run on the H200 (`benchmarks/gpu_filter.py`; {reasons['valid']} of "
-            f"{len(entries)}; the others: {failed}), in "
-            "`benchmarks/programs/synthetic_gpu_heldout_l20.jsonl`")
+    return (
+        f"level 20: every program of the {size}-program held-out pool whose reference passes the "
+        f"synthesis filters run on the H200 (`benchmarks/gpu_filter.py`; {reasons['valid']} of "
+        f"{len(entries)}; the others: {failed}), in "
+        "`benchmarks/programs/synthetic_gpu_heldout_l20.jsonl`"
+    )
 
 
 def gpu_compiler_rows_block() -> str | None:
@@ -209,11 +246,16 @@ def gpu_compiler_rows_block() -> str | None:
         markdown_table(per_problem, list(per_problem[0]))
         + "".join(f"\n\n![{mode} speedups](../{path})" for mode, path in plots)
         + f"\n\n_{env_text}; judge preset hardened (fp32, TF32 off for the baselines too); "
-        + (f"{sum(r.get('compile_was_eager', False) for r in rows)} rows were judged before the "
-           "torch.compile baseline was fixed (it ran eagerly, commit be9caa6): their compile "
-           "columns are blank; " if any(r.get("compile_was_eager") for r in rows) else "")
+        + (
+            f"{sum(r.get('compile_was_eager', False) for r in rows)} rows were judged before the "
+            "torch.compile baseline was fixed (it ran eagerly, commit be9caa6): their compile "
+            "columns are blank; "
+            if any(r.get("compile_was_eager") for r in rows)
+            else ""
+        )
         + f"{_coverage(rows)} of the held-out GPU sample "
-        "(`benchmarks/programs/synthetic_gpu_heldout.jsonl`, 8 programs per level at levels 1, 2 and 5); "
+        "(`benchmarks/programs/synthetic_gpu_heldout.jsonl`, "
+        "8 programs per level at levels 1, 2 and 5); "
         "a program whose reference fails the synthesis filters on the GPU (`invalid_reference`) is "
         f"listed but not counted; {_l20_pool_text()}; generated from "
         "`benchmarks/results/gpu/*.rows.jsonl` and the recorded analyses in `notes.json`._"
@@ -224,8 +266,11 @@ def _env_text(rows: list[dict]) -> str:
     """The machines and versions the rows were measured on with their dates, then their commits."""
     dates: dict[str, set[str]] = {}
     for e in (r["env"] for r in rows if "env" in r):
-        dates.setdefault(f"{e['device']}, torch {e['torch']}, triton {e['triton']}", set()).add(e["date"])
-    envs = [f"{m}, {min(d)}" + (f" to {max(d)}" if len(d) > 1 else "") for m, d in sorted(dates.items())]
+        machine = f"{e['device']}, torch {e['torch']}, triton {e['triton']}"
+        dates.setdefault(machine, set()).add(e["date"])
+    envs = [
+        f"{m}, {min(d)}" + (f" to {max(d)}" if len(d) > 1 else "") for m, d in sorted(dates.items())
+    ]
     commits = sorted({r["env"]["commit"] for r in rows if "env" in r})
     return "; ".join(envs) + (f" (commits {', '.join(commits)})" if commits else "")
 
@@ -247,7 +292,9 @@ def _contestant(row: dict, name: str) -> str:
     if row.get(f"{name}_status") != "correct":
         return row.get(f"{name}_status") or "none"
     speedup = row.get(f"{name}_speedup_eager")
-    return f"{_fmt(row[f'{name}_runtime_ms'])} ms" + (f", {_fmt(speedup)}x eager" if speedup else "")
+    return f"{_fmt(row[f'{name}_runtime_ms'])} ms" + (
+        f", {_fmt(speedup)}x eager" if speedup else ""
+    )
 
 
 def gpu_search_block() -> str | None:
@@ -265,29 +312,50 @@ def gpu_search_block() -> str | None:
         if not group:
             continue
         s = summarize(group)
-        summary.append({"mode": mode, "level": level, "problems": s["problems"], "correct": s["correct"],
-                        "search_vs_best_whole_geomean": _fmt(s.get("search_gain_geomean")),
-                        "compared": s.get("search_gain_problems", 0),
-                        "rescued_by_search": s.get("rescued_by_search", 0),
-                        "geomean_vs_eager": _fmt(s["geomean_eager"]),
-                        "geomean_vs_compile": _fmt(s["geomean_compile"])})
+        summary.append(
+            {
+                "mode": mode,
+                "level": level,
+                "problems": s["problems"],
+                "correct": s["correct"],
+                "search_vs_best_whole_geomean": _fmt(s.get("search_gain_geomean")),
+                "compared": s.get("search_gain_problems", 0),
+                "rescued_by_search": s.get("rescued_by_search", 0),
+                "geomean_vs_eager": _fmt(s["geomean_eager"]),
+                "geomean_vs_compile": _fmt(s["geomean_compile"]),
+            }
+        )
     per_problem = []
-    for r in sorted(rows, key=lambda r: (modes.index(r["mode"]), r["level"], int(r["id"].split("-")[1]))):
+    for r in sorted(
+        rows, key=lambda r: (modes.index(r["mode"]), r["level"], int(r["id"].split("-")[1]))
+    ):
         both = r["status"] == "correct" and r.get("whole_speedup_eager") and r.get("speedup_eager")
-        per_problem.append({
-            "mode": r["mode"], "problem": r["id"].rsplit("-", 1)[0], "ops": r["ops"], "status": r["status"],
-            "whole": _contestant(r, "whole"), "composed": _contestant(r, "composed"),
-            "fragments": r.get("segments", 0) or "",
-            "chosen": r.get("chosen", ""), "vs_eager": _fmt(r.get("speedup_eager")),
-            "vs_compile": _fmt(r.get("speedup_compile")),
-            "search_gain": _fmt(r["speedup_eager"] / r["whole_speedup_eager"]) if both else "",
-            "ranges_judged": r.get("fragments_tried", ""), "wall_s": _fmt(r.get("wall_s")),
-            "note": _search_note(r, notes),
-        })
+        per_problem.append(
+            {
+                "mode": r["mode"],
+                "problem": r["id"].rsplit("-", 1)[0],
+                "ops": r["ops"],
+                "status": r["status"],
+                "whole": _contestant(r, "whole"),
+                "composed": _contestant(r, "composed"),
+                "fragments": r.get("segments", 0) or "",
+                "chosen": r.get("chosen", ""),
+                "vs_eager": _fmt(r.get("speedup_eager")),
+                "vs_compile": _fmt(r.get("speedup_compile")),
+                "search_gain": _fmt(r["speedup_eager"] / r["whole_speedup_eager"]) if both else "",
+                "ranges_judged": r.get("fragments_tried", ""),
+                "wall_s": _fmt(r.get("wall_s")),
+                "note": _search_note(r, notes),
+            }
+        )
     return (
-        markdown_table(summary, list(summary[0])) + "\n\n" + markdown_table(per_problem, list(per_problem[0]))
-        + f"\n\n_{_env_text(rows)}; preset hardened, fp32; under the hybrid judge the built-in compiler "
-        "offers its strict and hybrid candidates for the whole program and for every fragment, under "
+        markdown_table(summary, list(summary[0]))
+        + "\n\n"
+        + markdown_table(per_problem, list(per_problem[0]))
+        + f"\n\n_{_env_text(rows)}; preset hardened, fp32; "
+        "under the hybrid judge the built-in compiler "
+        "offers its strict and hybrid candidates for the whole program and for every fragment, "
+        "under "
         "the strict judge its strict candidate only (from commit 051e04e each also with costly "
         "window prologues fused, where that differs); `search_gain` is the chosen "
         "program's speedup over eager divided by the best whole-program candidate's, each measured "
@@ -309,17 +377,27 @@ def gpu_recompute_block() -> str | None:
                     machines.add(f"{m['device_name']}, torch {m['torch']}, triton {m['triton']}")
                 if r["same_translation"]:
                     continue
-                rows.append({"judge": mode, "problem": r["problem"], "translation": r["translation"],
-                             "default (materialised)": _ab_cell(r, "default"),
-                             "fused (before)": _ab_cell(r, "fused"),
-                             "default_over_fused": _fmt(r.get("default_over_fused"))})
+                rows.append(
+                    {
+                        "judge": mode,
+                        "problem": r["problem"],
+                        "translation": r["translation"],
+                        "default (materialised)": _ab_cell(r, "default"),
+                        "fused (before)": _ab_cell(r, "fused"),
+                        "default_over_fused": _fmt(r.get("default_over_fused")),
+                    }
+                )
     if not rows:
         return None
-    return (markdown_table(rows, list(rows[0])) + f"\n\n_{'; '.join(sorted(machines))}; each cell is a whole-program "
-            "verdict of the searches `search_rc_l20` and `search_rc_strict_l20` (commit 051e04e; the "
-            "fused translations' verdicts come from the earlier searches' caches), its speedup measured "
-            "side by side with eager; `default_over_fused` is the ratio of the two speedups; generated "
-            "from `benchmarks/results/gpu/recompute_ab_*.json` (`benchmarks/recompute_ab.py`)._")
+    return (
+        markdown_table(rows, list(rows[0]))
+        + f"\n\n_{'; '.join(sorted(machines))}; each cell is a whole-program "
+        "verdict of the searches `search_rc_l20` and `search_rc_strict_l20` (commit 051e04e; the "
+        "fused translations' verdicts come from the earlier searches' caches), "
+        "its speedup measured "
+        "side by side with eager; `default_over_fused` is the ratio of the two speedups; generated "
+        "from `benchmarks/results/gpu/recompute_ab_*.json` (`benchmarks/recompute_ab.py`)._"
+    )
 
 
 def _ab_cell(row: dict, name: str) -> str:
@@ -330,6 +408,7 @@ def _ab_cell(row: dict, name: str) -> str:
 
 VERDICT_TARGETS = {  # the judge issue's targets, per kind of measurement
     "cold_median_s": ("gpu", 20.0), "warm_median_s": ("gpu", 4.0),
+    "warm_store_median_s": ("gpu", 4.0),
     "group_median_s": ("gpu", 30.0), "small_warm_median_s": ("gpu", 1.5),
     "warm_beyond_forward_median_s": ("cpu", 0.5),
 }
@@ -428,7 +507,9 @@ def _plan_plot(rows: list[dict], path: Path) -> None:
     for ax, key in zip(axes, ("speedup_eager", "speedup_compile"), strict=True):
         data = [[r[key] for r in rows if (r["suite"], r["mode"]) == g and r["status"] == "correct"
                  and r.get(key)] for g in groups]
-        ax.boxplot([d or [float("nan")] for d in data], tick_labels=[f"{s}\n{m}" for s, m in groups])
+        ax.boxplot(
+            [d or [float("nan")] for d in data], tick_labels=[f"{s}\n{m}" for s, m in groups]
+        )
         ax.set_yscale("log")
         ax.axhline(1.0, color="grey", lw=0.8)
         ax.set_title(key.replace("_", " vs "))

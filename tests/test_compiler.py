@@ -164,7 +164,8 @@ def test_every_kernel_has_a_docstring_naming_ops():
 def test_cuda_emission_carries_autotune_and_parses(monkeypatch):
     from drtriton.compiler import kernels
 
-    monkeypatch.setattr(kernels.writer, "SMALL_WORK", 0)  # these programs are small: tune them anyway
+    # these programs are small: tune them anyway
+    monkeypatch.setattr(kernels.writer, "SMALL_WORK", 0)
     for src in (CASES["attention_scores"], CASES["conv_relu_bias"], source("cumsum")):
         candidate = compile_program(src, CompilerConfig(device="cuda"))
         ast.parse(candidate)
@@ -184,8 +185,10 @@ def test_seeded_init_matches_reference_parameters():
 
 
 def test_elementwise_chain_with_broadcast_is_one_kernel():
-    src = program("x = torch.add(a, b)\ny = torch.sigmoid(x)\nz = torch.mul(y, c)\nreturn F.silu(z)",
-                  [(3, 4, 5), (5,), (4, 1)])
+    src = program(
+        "x = torch.add(a, b)\ny = torch.sigmoid(x)\nz = torch.mul(y, c)\nreturn F.silu(z)",
+        [(3, 4, 5), (5,), (4, 1)],
+    )
     assert check(src).count("@triton.jit") == 1
 
 
@@ -220,7 +223,9 @@ def test_costly_prologue_of_a_window_or_tile_kernel_is_materialised(body, shapes
 
 
 def test_producer_with_two_consumers_is_not_fused_away():
-    src = program("y = torch.matmul(a, b)\nreturn torch.relu(y), torch.add(y, 1.0)", [(5, 6), (6, 7)])
+    src = program(
+        "y = torch.matmul(a, b)\nreturn torch.relu(y), torch.add(y, 1.0)", [(5, 6), (6, 7)]
+    )
     check(src)
 
 
@@ -232,8 +237,10 @@ def test_views_between_ops_are_index_arithmetic():
 
 
 def test_diamond_graph_and_shared_subexpressions():
-    src = program("x = torch.tanh(a)\ny = torch.mul(x, x)\nz = torch.sum(y, dim=0)\nreturn torch.add(x, z)",
-                  [(6, 5)])
+    src = program(
+        "x = torch.tanh(a)\ny = torch.mul(x, x)\nz = torch.sum(y, dim=0)\nreturn torch.add(x, z)",
+        [(6, 5)],
+    )
     check(src)
 
 
@@ -261,11 +268,22 @@ def test_a_returned_view_of_a_result_is_a_view_not_a_copy_kernel():
     "call, shapes",
     [
         ("F.conv_transpose1d(a, b, stride=3, padding=1, output_padding=2)", [(2, 4, 7), (4, 5, 4)]),
-        ("F.conv_transpose1d(a, b, stride=2, padding=4, dilation=3, groups=2)", [(1, 4, 9), (4, 3, 3)]),
-        ("F.conv_transpose2d(a, b, stride=(3, 1), padding=(0, 1), output_padding=(1, 0))",
-         [(2, 3, 5, 4), (3, 2, 2, 3)]),
-        ("F.conv_transpose2d(a, b, stride=4, dilation=2, output_padding=1)", [(1, 2, 3, 2), (2, 3, 3, 2)]),
-        ("F.conv_transpose3d(a, b, stride=2, padding=1, groups=2)", [(1, 4, 3, 2, 3), (4, 1, 3, 2, 2)]),
+        (
+            "F.conv_transpose1d(a, b, stride=2, padding=4, dilation=3, groups=2)",
+            [(1, 4, 9), (4, 3, 3)],
+        ),
+        (
+            "F.conv_transpose2d(a, b, stride=(3, 1), padding=(0, 1), output_padding=(1, 0))",
+            [(2, 3, 5, 4), (3, 2, 2, 3)],
+        ),
+        (
+            "F.conv_transpose2d(a, b, stride=4, dilation=2, output_padding=1)",
+            [(1, 2, 3, 2), (2, 3, 3, 2)],
+        ),
+        (
+            "F.conv_transpose3d(a, b, stride=2, padding=1, groups=2)",
+            [(1, 4, 3, 2, 3), (4, 1, 3, 2, 2)],
+        ),
     ],
     ids=["1d-s3-op2", "1d-s2-dil3-g2", "2d-s31", "2d-s4-dil2", "3d-s2-g2"],
 )
@@ -280,21 +298,37 @@ def test_strided_transposed_convolution_runs_one_phase_per_program(call, shapes)
     "call, shapes, fill",
     [
         # taps 8 apart at stride 7 never meet: the shape of the H200's 0.07x row, small, grouped
-        ("F.conv_transpose2d(a, b, stride=7, padding=4, output_padding=6, dilation=8, groups=3)",
-         [(2, 6, 5, 1), (6, 1, 3, 5)], True),
+        (
+            "F.conv_transpose2d(a, b, stride=7, padding=4, output_padding=6, dilation=8, groups=3)",
+            [(2, 6, 5, 1), (6, 1, 3, 5)],
+            True,
+        ),
         # a 1 x 1 x 1 input (the 0.05x row): one tap per output, most outputs reached by none; 20
         # output channels of 24 taps are one row of 480 columns (the matrix-vector form)
-        ("F.conv_transpose3d(a, b, stride=9, padding=2, output_padding=5, dilation=5)",
-         [(1, 5, 1, 1, 1), (5, 20, 3, 4, 2)], True),
-        ("F.conv_transpose1d(a, b, stride=3, padding=1)", [(2, 4, 6), (4, 18, 2)], True),  # k < s: tl.dot
+        (
+            "F.conv_transpose3d(a, b, stride=9, padding=2, output_padding=5, dilation=5)",
+            [(1, 5, 1, 1, 1), (5, 20, 3, 4, 2)],
+            True,
+        ),
+        (
+            "F.conv_transpose1d(a, b, stride=3, padding=1)",
+            [(2, 4, 6), (4, 18, 2)],
+            True,
+        ),  # k < s: tl.dot
         # one input channel: the weight's index is the tile's column index alone
         ("F.conv_transpose2d(a, b, stride=4)", [(2, 1, 3, 2), (1, 3, 2, 3)], True),
         # cropped to positions 0..3, which taps 0 and 1 of inputs 0..3 all reach: no fill kernel
-        ("F.conv_transpose1d(a, b, stride=2, padding=3, dilation=3)", [(3, 2, 4), (2, 1, 2)], False),
+        (
+            "F.conv_transpose1d(a, b, stride=2, padding=3, dilation=3)",
+            [(3, 2, 4), (2, 1, 2)],
+            False,
+        ),
     ],
     ids=["2d-s7-dil8-g3", "3d-1x1x1", "1d-dot", "2d-one-channel", "1d-cropped"],
 )
-def test_transposed_convolution_whose_taps_never_meet_is_one_gemm_over_the_input(call, shapes, fill):
+def test_transposed_convolution_whose_taps_never_meet_is_one_gemm_over_the_input(
+    call, shapes, fill
+):
     # Regression (H200): per-phase gathers read the weight one tap at a time at a stride of all its
     # taps (a ConvTranspose3d of a 1 x 1 x 1 input: 26 ms against cuDNN's 1.35 ms). The epilogue
     # maps 0 to 1, so the outputs no input reaches must go through it too (the fill kernel).
@@ -307,8 +341,11 @@ def test_transposed_convolution_whose_taps_never_meet_is_one_gemm_over_the_input
 def test_transposed_convolution_of_one_input_position_is_a_matrix_vector_product(channels, taps):
     # Regression (H200): a 1 x 1 x 1 input's one row took 16-row tl.dot tiles (4.9 ms for a
     # 101-vector times a 101 x 2.2M weight, 180 GB/s). A single row streams the weight instead.
-    call = "F.conv_transpose3d(a, b, stride=(5, 3, 4), padding=(1, 0, 0), output_padding=1, dilation=2)"
-    candidate = check(program(f"return torch.exp({call})", [(1, channels, 1, 1, 1), (channels, 8, *taps)]))
+    call = ("F.conv_transpose3d(a, b, stride=(5, 3, 4), padding=(1, 0, 0), output_padding=1, "
+            "dilation=2)")
+    candidate = check(
+        program(f"return torch.exp({call})", [(1, channels, 1, 1, 1), (channels, 8, *taps)])
+    )
     assert "part += " in candidate and "tl.dot(" not in candidate and "_fill(" in candidate
 
 
@@ -335,7 +372,8 @@ def test_fill_of_a_transposed_convolution_tests_taps_per_column_not_per_element(
 
 def test_fill_of_a_mostly_unreached_output_writes_every_element():
     # Regression (H200): a masked fill of 3.5 GB ran at 1.1 TB/s (scalar stores). Where at most half
-    # the outputs are reached (here 24 of 66 positions), the fill writes all and the GEMM overwrites.
+    # the outputs are reached (here 24 of 66 positions), the fill writes all and the GEMM
+    # overwrites.
     call = "F.conv_transpose2d(a, b, stride=4, padding=1, output_padding=2)"
     candidate = check(program(f"return torch.sigmoid({call})", [(3, 4, 2, 3), (4, 5, 2, 3)]))
     start = candidate.index("_fill(")
@@ -393,7 +431,9 @@ def test_convert_command_writes_and_verifies(tmp_path):
 
 
 def test_inplace_ops_rebind_the_mutated_tensor_and_refuse_aliasing():
-    check(program("y = torch.mul(a, 2.0)\ny.add_(b)\nreturn F.relu(y, inplace=True)", [(3, 4), (4,)]))
+    check(
+        program("y = torch.mul(a, 2.0)\ny.add_(b)\nreturn F.relu(y, inplace=True)", [(3, 4), (4,)])
+    )
     check(program("y = torch.mul(a, 2.0)\nz = F.relu(y, inplace=True)\nreturn z + y", [(3, 4)]))
     check(program("y = torch.mul(a, 2.0)\nw = y * 3.0\ny.clamp_(min=0.1)\nreturn y, w", [(3, 4)]))
     with pytest.raises(UnsupportedOperatorError, match="in-place"):
@@ -491,7 +531,9 @@ def test_pool_windows_loop_only_over_offsets_that_can_reach_the_input():
 
     from drtriton.compiler.kernels.spatial import reachable_taps
 
-    for k, s, p, d, n in itertools.product(range(1, 9), range(1, 4), range(5), range(1, 3), range(1, 12)):
+    for k, s, p, d, n in itertools.product(
+        range(1, 9), range(1, 4), range(5), range(1, 3), range(1, 12)
+    ):
         n_out = (n + 2 * p - d * (k - 1) - 1) // s + 1
         if p > k // 2 or n_out < 1:
             continue

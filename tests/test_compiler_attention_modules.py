@@ -15,21 +15,31 @@ from drtriton.compiler import CompilerConfig, UnsupportedOperatorError, compile_
 MASK = "torch.ones(5, 5).triu(1) == 1"  # a bool causal mask: True is not attended
 CASES = {
     "self_attention_batch_first": (
-        "return self.m(a, a, a, need_weights=False)[0]", [(2, 5, 16)],
-        "self.m = nn.MultiheadAttention(16, 2, batch_first=True)"),
+        "return self.m(a, a, a, need_weights=False)[0]",
+        [(2, 5, 16)],
+        "self.m = nn.MultiheadAttention(16, 2, batch_first=True)",
+    ),
     "cross_attention_sequence_first_with_a_bool_mask": (
-        f"return self.m(a, b, b, attn_mask={MASK}, need_weights=False)[0]", [(5, 2, 16), (5, 2, 16)],
-        "self.m = nn.MultiheadAttention(16, 4)"),
+        f"return self.m(a, b, b, attn_mask={MASK}, need_weights=False)[0]",
+        [(5, 2, 16), (5, 2, 16)],
+        "self.m = nn.MultiheadAttention(16, 4)",
+    ),
     "different_key_value_sizes": (
-        "return self.m(a, b, c, need_weights=False)[0]", [(2, 3, 8), (2, 4, 6), (2, 4, 10)],
-        "self.m = nn.MultiheadAttention(8, 2, kdim=6, vdim=10, batch_first=True)"),
+        "return self.m(a, b, c, need_weights=False)[0]",
+        [(2, 3, 8), (2, 4, 6), (2, 4, 10)],
+        "self.m = nn.MultiheadAttention(8, 2, kdim=6, vdim=10, batch_first=True)",
+    ),
     "encoder_layer": (
-        "return self.m(a)", [(2, 5, 16)],
-        "self.m = nn.TransformerEncoderLayer(16, 2, 32, dropout=0.0, batch_first=True)"),
+        "return self.m(a)",
+        [(2, 5, 16)],
+        "self.m = nn.TransformerEncoderLayer(16, 2, 32, dropout=0.0, batch_first=True)",
+    ),
     "pre_norm_encoder_layer_with_gelu": (
-        "return self.m(a)", [(2, 5, 16)],
+        "return self.m(a)",
+        [(2, 5, 16)],
         "self.m = nn.TransformerEncoderLayer(16, 4, 24, dropout=0.0, batch_first=True, "
-        "norm_first=True, activation='gelu')"),
+        "norm_first=True, activation='gelu')",
+    ),
 }
 
 

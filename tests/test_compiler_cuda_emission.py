@@ -38,7 +38,10 @@ def _fixed_autotune(pick: int):
     return lambda configs, key, **kw: (lambda fn: _Fixed(fn, configs[pick]))
 
 
-SOURCES = {**{f"op_{n}": source(n) for n in sorted(OPS)}, **{f"real_{n}": s for n, s in REAL.items()}}
+SOURCES = {
+    **{f"op_{n}": source(n) for n in sorted(OPS)},
+    **{f"real_{n}": s for n, s in REAL.items()},
+}
 
 
 @pytest.mark.parametrize("pick", [0, -1, "fixed"])
@@ -166,8 +169,10 @@ def test_gpu_scale_launch_grids_fit_cuda_limits(level):
                 grid = eval(grid_text, {"triton": triton})
                 for config in [c.all_kwargs() for c in kernel.configs] if tuned else [{}]:
                     dims = grid(config) if callable(grid) else grid
-                    assert all(1 <= d <= cap for d, cap in zip(dims, CUDA_GRID_LIMITS[: len(dims)], strict=True)), (
-                        program.ops, mode, name, dims, config)
+                    assert all(
+                        1 <= d <= cap
+                        for d, cap in zip(dims, CUDA_GRID_LIMITS[: len(dims)], strict=True)
+                    ), (program.ops, mode, name, dims, config)
                     checked += 1
     assert checked >= len(programs) * 2
 

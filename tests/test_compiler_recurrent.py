@@ -93,15 +93,21 @@ def test_an_lstm_with_projections_is_refused():
 
 
 CELL_LOOPS = {
-    "gru_cell_loop": ("h = torch.zeros(a.size(0), 8, device=a.device)\n"
-                      "for t in range(a.size(1)):\n    h = self.m(a[:, t], h)\nreturn h",
-                      "self.m = nn.GRUCell(6, 8)"),
-    "lstm_cell_loop_no_bias": ("h, c = b, b * 0.5\nfor t in range(a.size(1)):\n"
-                               "    h, c = self.m(a[:, t], (h, c))\nreturn h, c",
-                               "self.m = nn.LSTMCell(6, 8, bias=False)"),
+    "gru_cell_loop": (
+        "h = torch.zeros(a.size(0), 8, device=a.device)\n"
+        "for t in range(a.size(1)):\n    h = self.m(a[:, t], h)\nreturn h",
+        "self.m = nn.GRUCell(6, 8)",
+    ),
+    "lstm_cell_loop_no_bias": (
+        "h, c = b, b * 0.5\nfor t in range(a.size(1)):\n"
+        "    h, c = self.m(a[:, t], (h, c))\nreturn h, c",
+        "self.m = nn.LSTMCell(6, 8, bias=False)",
+    ),
     "gru_cell_without_state": ("return self.m(a[:, 0])", "self.m = nn.GRUCell(6, 8)"),
-    "lstm_cell_from_a_constant_state": ("h = torch.full((2, 8), 0.5)\n"
-                                        "h2, c2 = self.m(a[:, 1], (h, h))\nreturn h2, c2", "self.m = nn.LSTMCell(6, 8)"),
+    "lstm_cell_from_a_constant_state": (
+        "h = torch.full((2, 8), 0.5)\nh2, c2 = self.m(a[:, 1], (h, h))\nreturn h2, c2",
+        "self.m = nn.LSTMCell(6, 8)",
+    ),
 }
 
 

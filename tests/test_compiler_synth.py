@@ -46,7 +46,9 @@ def test_level1_every_catalogue_operator_strict():
 def test_sampled_levels_strict(level, num):
     n, failed_ops, failures = _sweep(level, num)
     rate = 1 - len(failures) / n
-    print(f"level {level}: {n - len(failures)}/{n} verified; failures by operator: {dict(failed_ops)}")
+    print(
+        f"level {level}: {n - len(failures)}/{n} verified; failures by operator: {dict(failed_ops)}"
+    )
     assert rate >= 0.95, "\n".join(failures)
 
 

@@ -68,8 +68,9 @@ def test_gpu_emission_has_no_tf32_dot(tmp_path):
 def test_the_check_catches_the_rewritten_broadcast_sum(tmp_path):
     """The check itself: the old narrow form becomes a TF32 dot after compilation."""
     candidate = compile_program(PROGRAM, CompilerConfig(mode="strict", device="cuda"))
-    old = candidate.replace(
-        "[:, None, :] * tl.trans(", "[:, :, None] * (").replace("[None, :, :], 2)", "[None, :, :], 1)")
+    old = candidate.replace("[:, None, :] * tl.trans(", "[:, :, None] * (").replace(
+        "[None, :, :], 2)", "[None, :, :], 1)"
+    )
     assert old != candidate
     found = _dots(old, tmp_path)
     lines = [line for per_kernel in found.values() for line in per_kernel]
@@ -94,7 +95,11 @@ def test_gpu_emission_of_a_transposed_convolution_whose_taps_never_meet_compiles
     assert "in1_ptr + rn[None, :], mask=bmask" in candidate
     found = _dots(candidate, tmp_path)
     convs = {name: lines for name, lines in found.items() if "conv_transpose" in name}
-    assert any("conv_transpose3d" in name for name in convs) and any("fill" in name for name in convs)
-    assert not [line for name, lines in convs.items() if "conv_transpose3d" in name for line in lines]
+    assert any("conv_transpose3d" in name for name in convs) and any(
+        "fill" in name for name in convs
+    )
+    assert not [
+        line for name, lines in convs.items() if "conv_transpose3d" in name for line in lines
+    ]
     lines = [line for per_kernel in convs.values() for line in per_kernel]
     assert all(_fp32_accurate(line) for line in lines), found

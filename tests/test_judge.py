@@ -129,7 +129,8 @@ def test_reference_runs_with_matching_seeds(cpu_slot):
 def test_invalid_reference_raises_program_error(cpu_slot):
     with pytest.raises(ProgramError, match="missing Model"):
         _reference(cpu_slot, "x = 1\n", [1], 0)
-    broken = "import torch\nclass Model(torch.nn.Module):\n    def forward(self, x):\n        return x.nope()\n"
+    broken = ("import torch\nclass Model(torch.nn.Module):\n"
+              "    def forward(self, x):\n        return x.nope()\n")
     broken += (
         "def get_inputs():\n    return [torch.ones(2)]\ndef get_init_inputs():\n    return []\n"
     )

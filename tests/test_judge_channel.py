@@ -1,4 +1,5 @@
-"""The output channel: outputs as one descriptor over the job's socket, only with the job's nonce."""
+"""The output channel: outputs as one descriptor over the job's socket, only with the job's nonce.
+"""
 
 from __future__ import annotations
 

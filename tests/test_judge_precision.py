@@ -23,7 +23,9 @@ def _expected(path: Path) -> str:
                 and getattr(n.targets[0], "id", "") == "EXPECTED")
 
 
-@pytest.mark.parametrize("case", sorted(p.stem for p in CASES.glob("*.py") if p.stem != "ref_matmul_k1024"))
+@pytest.mark.parametrize(
+    "case", sorted(p.stem for p in CASES.glob("*.py") if p.stem != "ref_matmul_k1024")
+)
 def test_precision_cases(case):
     path = CASES / f"{case}.py"
     verdict = verify(REFERENCE, path.read_text(), JudgeConfig(device="cpu", seed=3))

@@ -54,7 +54,8 @@ def test_prompt_holds_program_and_rules():
         format_answer(CANDIDATE, "Fuse everything into one kernel."),
         f"```py\n{CANDIDATE}```",
         f"```\n{CANDIDATE}```",
-        f"Helper first:\n```python\ndef f():\n    pass\n```\nThen:\n```python\n{CANDIDATE}```\nDone.",
+        "Helper first:\n```python\ndef f():\n    pass\n```\n"
+        f"Then:\n```python\n{CANDIDATE}```\nDone.",
         CANDIDATE,  # no fence, but the whole answer is the file
         f"Reasoning.\n```python\n{CANDIDATE}",  # truncated before the closing fence
     ],

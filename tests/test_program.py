@@ -79,7 +79,11 @@ def _unlocked_seeds(path: Path) -> list[str]:
         if isinstance(node, ast.With):
             locked = locked or any("TORCH_STATE_LOCK" in ast.unparse(i.context_expr)
                                    for i in node.items)
-        if isinstance(node, ast.Call) and ast.unparse(node.func) == "torch.manual_seed" and not locked:
+        if (
+            isinstance(node, ast.Call)
+            and ast.unparse(node.func) == "torch.manual_seed"
+            and not locked
+        ):
             found.append(f"{path.relative_to(SRC)}:{node.lineno}")
         for child in ast.iter_child_nodes(node):
             visit(child, locked)

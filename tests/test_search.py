@@ -101,9 +101,12 @@ def test_segments_start_with_a_cover_of_the_cheapest_boundaries():
     assert boundary_numel(traced, 0, 2) == 64 + 64 * 64 and boundary_numel(traced, 1, 3) == 64 + 64
     fake = {r: _choice(*r, 1.0) for r in ranges[:2]}
     assert best_cover(n, fake) is not None  # composable from the head alone
-    # mirrored (outer, sum, relu): two covers of two ranges each; the cheap one is outer + sum | relu
-    mirrored = PROGRAM_OUTER.replace("a = torch.relu(x)\n        b = torch.outer(a, a)\n        return torch.sum(b, dim=1)",
-                                     "b = torch.outer(x, x)\n        a = torch.sum(b, dim=1)\n        return torch.relu(a)")
+    # mirrored (outer, sum, relu): two covers of two ranges each; the cheap one is outer + sum |
+    # relu
+    mirrored = PROGRAM_OUTER.replace(
+        "a = torch.relu(x)\n        b = torch.outer(a, a)\n        return torch.sum(b, dim=1)",
+        "b = torch.outer(x, x)\n        a = torch.sum(b, dim=1)\n        return torch.relu(a)",
+    )
     assert mirrored != PROGRAM_OUTER
     assert segments(trace(mirrored), 2)[:2] == [(0, 2), (2, 3)]
     traced = trace(PROGRAM)
@@ -177,8 +180,8 @@ def test_best_cover_minimises_total_time():
 
 
 def test_best_cover_without_timing_prefers_fewer_fragments():
-    untimed = {k: Choice(v.fragment, "", Verdict("correct")) for k, v in {
-        (0, 1): _choice(0, 1, 0), (1, 2): _choice(1, 2, 0), (0, 2): _choice(0, 2, 0)}.items()}  # fmt: skip
+    timed = {(0, 1): _choice(0, 1, 0), (1, 2): _choice(1, 2, 0), (0, 2): _choice(0, 2, 0)}
+    untimed = {k: Choice(v.fragment, "", Verdict("correct")) for k, v in timed.items()}
     assert len(best_cover(2, untimed)) == 1
 
 
@@ -230,15 +233,28 @@ def test_convert_search_budget_options_and_cache(tmp_path):
     program = tmp_path / "prog.py"
     program.write_text(PROGRAM.replace("d = torch.cummax(c, dim=0).values", "d = c"))
     cache = tmp_path / "verdicts.sqlite"
-    args = ["convert", str(program), "-o", str(tmp_path / "out.py"), "--device", "cpu", "--search",
-            "--max-fragment-ops", "1", "--candidates-per-fragment", "1", "--search-cache", str(cache)]
+    args = [
+        "convert",
+        str(program),
+        "-o",
+        str(tmp_path / "out.py"),
+        "--device",
+        "cpu",
+        "--search",
+        "--max-fragment-ops",
+        "1",
+        "--candidates-per-fragment",
+        "1",
+        "--search-cache",
+        str(cache),
+    ]
     first = CliRunner().invoke(app, args)
     assert first.exit_code == 0, first.output
     assert cache.exists() and " 0 cached" in " ".join(first.output.split())
     again = CliRunner().invoke(app, args)  # every verdict comes from the cache
     text = " ".join(again.output.split())
     assert again.exit_code == 0 and " 0 candidates judged" in text and " 0 cached" not in text, text
-    bad = CliRunner().invoke(app, [*args[:5], "--search", "--max-fragment-ops", "0"])
+    bad = CliRunner().invoke(app, [*args[:6], "--search", "--max-fragment-ops", "0"])
     assert bad.exit_code == 2 and "at least 1" in bad.output
 
 
@@ -247,7 +263,8 @@ def test_compiler_generator_offers_hybrid_variants_only_to_a_hybrid_judge():
 
     program = PROGRAM.replace(
         "b = torch.add(a, y)",
-        "b = torch.matmul(a, y.reshape(32, 4)).reshape(4, 4)\n        b = torch.add(b.reshape(1, 16).expand(8, 16), 1.0)",
+        "b = torch.matmul(a, y.reshape(32, 4)).reshape(4, 4)\n"
+        "        b = torch.add(b.reshape(1, 16).expand(8, 16), 1.0)",
     )
     strict = compiler_generator("strict", "cpu")(program)
     hybrid = compiler_generator("hybrid", "cpu")(program)
@@ -366,23 +383,30 @@ def test_cpu_search_splits_a_program_with_parameters():
     report = search(PROGRAM_WITH_PARAMETERS, config)
     assert report.status == "correct", report.notes
     assert report.fragments_tried >= 3
-    assert report.composed_verdict is not None and report.composed_verdict.ok, report.composed_verdict
+    assert report.composed_verdict is not None and report.composed_verdict.ok, (
+        report.composed_verdict
+    )
 
 
 def test_whole_or_composed_is_chosen_by_speedups_measured_side_by_side():
     """Regression: on the H200 a composition timed 1.19 ms against the whole candidate's 1.45 ms,
     but its own verdict's eager took 1.26 ms against 1.63 ms in the whole's: by speedup (each a
     ratio measured in one verdict) it was the slower one, and raw times had chosen it."""
-    from drtriton.search.core import _report
+    from drtriton.search.core import _Outcome, _report
+
+    def outcome(whole, composed, timed=True):
+        return _Outcome(whole=whole, composed_source="C", composed=composed, cover=[],
+                        fragments_tried=3, candidates_judged=5, cache_hits=0, wall_s=0.0,
+                        timed=timed, notes=[])
 
     whole = ("W", Verdict("correct", runtime_ms=1.45, eager_ms=1.63, speedup_eager=1.124))
     composed = Verdict("correct", runtime_ms=1.19, eager_ms=1.26, speedup_eager=1.057)
-    report = _report(whole, "C", composed, [], 3, (5, 0), 0.0, "cuda", [])
+    report = _report(outcome(whole, composed))
     assert report.chosen == "whole" and report.source == "W"
     faster = Verdict("correct", runtime_ms=1.19, eager_ms=1.63, speedup_eager=1.37)
-    assert _report(whole, "C", faster, [], 3, (5, 0), 0.0, "cuda", []).chosen == "composed"
+    assert _report(outcome(whole, faster)).chosen == "composed"
     untimed = (whole[0], Verdict("correct")), Verdict("correct")  # CPU: the whole candidate first
-    assert _report(untimed[0], "C", untimed[1], [], 3, (5, 0), 0.0, "cpu", []).chosen == "whole"
+    assert _report(outcome(untimed[0], untimed[1], timed=False)).chosen == "whole"
 
 
 class _SlowPool:
@@ -454,7 +478,13 @@ def test_whole_program_candidates_past_the_budget_are_skipped_unless_cached(tmp_
     assert report.candidates_judged == 1 and report.wall_s <= 1.5, report
     assert "2 whole-program candidates not judged: wall-time budget" in report.notes
     roomy = SearchConfig(device="cpu", max_fragment_ops=1, wall_time_s=60, cache_path=cache)
-    search(PROGRAM, roomy, generators=[three_variants], pool=_SlowPool(0.1), fragment_pool=_SlowPool(0.0))
+    search(
+        PROGRAM,
+        roomy,
+        generators=[three_variants],
+        pool=_SlowPool(0.1),
+        fragment_pool=_SlowPool(0.0),
+    )
     again = search(PROGRAM, tight, generators=[three_variants],
                    pool=_SlowPool(1.0), fragment_pool=_SlowPool(0.0))
     assert again.cache_hits >= 3  # all three whole-program verdicts, from the cache

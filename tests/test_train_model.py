@@ -15,7 +15,9 @@ def test_init_model_tiny_is_offline_and_loadable(tmp_path, monkeypatch):
     assert model.config.model_type == "qwen2"
     assert model.config.hidden_size == PRESETS["tiny"].hidden_size
     assert model.config.vocab_size == len(tokenizer) <= PRESETS["tiny"].vocab_size
-    text = "@triton.jit\ndef k(x_ptr, BLOCK: tl.constexpr):\n    offs = tl.arange(0, BLOCK)  # é ∑\n"
+    text = (
+        "@triton.jit\ndef k(x_ptr, BLOCK: tl.constexpr):\n    offs = tl.arange(0, BLOCK)  # é ∑\n"
+    )
     assert tokenizer.decode(tokenizer(text)["input_ids"]) == text  # byte-level: lossless
     prompt = tokenizer.apply_chat_template(build_messages("x = 1"), add_generation_prompt=True,
                                            tokenize=False)

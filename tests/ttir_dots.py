@@ -45,12 +45,16 @@ def dots(path: str) -> dict[str, list[str]]:
         for k, setting in enumerate(settings):
             constexprs = {p.name: setting[p.name] for p in fn.params if p.is_constexpr}
             signature = {
-                p.name: "constexpr" if p.is_constexpr else ("*fp32" if p.name.endswith("_ptr") else "i32")
+                p.name: "constexpr"
+                if p.is_constexpr
+                else ("*fp32" if p.name.endswith("_ptr") else "i32")
                 for p in fn.params
             }
             src = ASTSource(fn=fn, signature=signature, constexprs=constexprs)
             ttir = triton.compile(src, target=TARGET).asm["ttir"]
-            out[f"{name}#{k}"] = [line.strip()[:200] for line in ttir.splitlines() if "tt.dot" in line]
+            out[f"{name}#{k}"] = [
+                line.strip()[:200] for line in ttir.splitlines() if "tt.dot" in line
+            ]
     return out
 
 

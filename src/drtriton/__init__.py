@@ -1,4 +1,4 @@
-"""drtriton: turn PyTorch programs into fast, verified Triton kernels, and train the LLMs that do it.
+"""drtriton: turn PyTorch programs into fast, verified Triton kernels; train the LLMs that do it.
 
 Pipeline stages, one module each, talking through small frozen records saved as JSONL:
 

@@ -29,6 +29,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
+from drtriton.devices import device_kind
 from drtriton.program import TORCH_STATE_LOCK, parse_python
 
 SYSTEM_PROMPT = (
@@ -327,14 +328,16 @@ def parse_policy_spec(spec: str) -> tuple[str, tuple[str, ...]]:
     if kind == "openai" and "#" in rest:
         url, _, model = rest.rpartition("#")
         return "openai", (url, model)
-    raise ValueError(f"unknown policy {spec!r}; use compiler, hf:MODEL_DIR or openai:BASE_URL#MODEL")
+    raise ValueError(
+        f"unknown policy {spec!r}; use compiler, hf:MODEL_DIR or openai:BASE_URL#MODEL"
+    )
 
 
 def load_policy(spec: str, device: str = "cpu") -> Policy:
     """The policy a spec names (see ``parse_policy_spec``), on ``device``."""
     kind, args = parse_policy_spec(spec)
     if kind == "compiler":
-        return CompilerPolicy(device="cuda" if device.startswith("cuda") else "cpu")
+        return CompilerPolicy(device=device_kind(device))
     if kind == "hf":
         return HFPolicy(args[0], device=device)
     return OpenAIPolicy(*args)

@@ -23,7 +23,9 @@ def program(body: str, shapes: list[tuple[int, ...]], init: str = "", init_args:
     lines = [ln for ln in body.strip().splitlines()]
     fwd = "\n".join("        " + ln for ln in lines)
     init_lines = "\n".join("        " + ln for ln in init.strip().splitlines()) if init else ""
-    params = ", ".join(["self", *[a.split("=")[0].strip() for a in init_args.split(",") if a.strip()]])
+    params = ", ".join(
+        ["self", *[a.split("=")[0].strip() for a in init_args.split(",") if a.strip()]]
+    )
     init_vals = ", ".join(a.split("=")[1].strip() for a in init_args.split(",") if a.strip())
     inputs = ", ".join(f"torch.randn{s!r}" for s in shapes)
     return (

@@ -56,18 +56,45 @@ CASES: dict[str, tuple[str, list[tuple[int, ...]]]] = {
     "avg_pool1d": ("return F.avg_pool1d(a, kernel_size=3, stride=2, padding=1)", [(2, 3, 11)]),
     "avg_pool2d": ("return F.avg_pool2d(a, kernel_size=2, stride=2, padding=0)", [(1, 2, 7, 6)]),
     "avg_pool3d": ("return F.avg_pool3d(a, kernel_size=3, stride=1, padding=1)", [(1, 2, 4, 5, 3)]),
-    "max_pool1d": ("return F.max_pool1d(a, kernel_size=3, stride=2, padding=1, dilation=1)", [(2, 3, 11)]),
-    "max_pool2d": ("return F.max_pool2d(a, kernel_size=2, stride=1, padding=1, dilation=2)", [(1, 2, 7, 6)]),
-    "max_pool3d": ("return F.max_pool3d(a, kernel_size=2, stride=2, padding=0, dilation=1)", [(1, 2, 5, 4, 5)]),
-    "conv1d": ("return F.conv1d(a, b, stride=2, padding=1, dilation=1, groups=1)", [(2, 3, 11), (4, 3, 3)]),
-    "conv2d": ("return F.conv2d(a, b, stride=1, padding=1, dilation=2, groups=2)", [(1, 4, 7, 6), (6, 2, 3, 2)]),
-    "conv3d": ("return F.conv3d(a, b, stride=1, padding=0, dilation=1, groups=1)", [(1, 2, 4, 5, 3), (3, 2, 2, 3, 2)]),
-    "conv_transpose1d": ("return F.conv_transpose1d(a, b, stride=2, padding=1, output_padding=1, groups=1, dilation=1)",
-                         [(2, 3, 5), (3, 4, 3)]),
-    "conv_transpose2d": ("return F.conv_transpose2d(a, b, stride=2, padding=0, output_padding=0, groups=2, dilation=1)",
-                         [(1, 4, 3, 4), (4, 3, 2, 3)]),
-    "conv_transpose3d": ("return F.conv_transpose3d(a, b, stride=1, padding=1, output_padding=0, groups=1, dilation=2)",
-                         [(1, 2, 3, 4, 3), (2, 3, 2, 2, 3)]),
+    "max_pool1d": (
+        "return F.max_pool1d(a, kernel_size=3, stride=2, padding=1, dilation=1)",
+        [(2, 3, 11)],
+    ),
+    "max_pool2d": (
+        "return F.max_pool2d(a, kernel_size=2, stride=1, padding=1, dilation=2)",
+        [(1, 2, 7, 6)],
+    ),
+    "max_pool3d": (
+        "return F.max_pool3d(a, kernel_size=2, stride=2, padding=0, dilation=1)",
+        [(1, 2, 5, 4, 5)],
+    ),
+    "conv1d": (
+        "return F.conv1d(a, b, stride=2, padding=1, dilation=1, groups=1)",
+        [(2, 3, 11), (4, 3, 3)],
+    ),
+    "conv2d": (
+        "return F.conv2d(a, b, stride=1, padding=1, dilation=2, groups=2)",
+        [(1, 4, 7, 6), (6, 2, 3, 2)],
+    ),
+    "conv3d": (
+        "return F.conv3d(a, b, stride=1, padding=0, dilation=1, groups=1)",
+        [(1, 2, 4, 5, 3), (3, 2, 2, 3, 2)],
+    ),
+    "conv_transpose1d": (
+        "return F.conv_transpose1d(a, b, "
+        "stride=2, padding=1, output_padding=1, groups=1, dilation=1)",
+        [(2, 3, 5), (3, 4, 3)],
+    ),
+    "conv_transpose2d": (
+        "return F.conv_transpose2d(a, b, "
+        "stride=2, padding=0, output_padding=0, groups=2, dilation=1)",
+        [(1, 4, 3, 4), (4, 3, 2, 3)],
+    ),
+    "conv_transpose3d": (
+        "return F.conv_transpose3d(a, b, "
+        "stride=1, padding=1, output_padding=0, groups=1, dilation=2)",
+        [(1, 2, 3, 4, 3), (2, 3, 2, 2, 3)],
+    ),
     "cat": ("return torch.cat([a, b], dim=1)", [(3, 4, 5), (3, 2, 5)]),
     "stack": ("return torch.stack([a, b], dim=2)", [(3, 4, 5), (3, 4, 5)]),
 }

@@ -1,4 +1,5 @@
-"""Linear + GELU in one Triton kernel, fp32 dot (input_precision="ieee"). REFERENCE = ref_linear.py"""
+"""Linear + GELU in one Triton kernel, fp32 dot (input_precision="ieee"). REFERENCE = ref_linear.py
+"""
 
 import torch
 import torch.nn as nn

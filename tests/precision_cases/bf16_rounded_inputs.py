@@ -25,10 +25,22 @@ def matmul_kernel(x_ptr, w_ptr, out_ptr, M, N, K, BM: tl.constexpr, BN: tl.const
     other = tl.zeros([BM, BN], dtype=tl.float32)
     for k in range(0, K, BK):
         rk = k + tl.arange(0, BK)
-        a = tl.load(x_ptr + rm[:, None] * K + rk[None, :], mask=(rm[:, None] < M) & (rk[None, :] < K), other=0.0)
-        b = tl.load(w_ptr + rk[:, None] * N + rn[None, :], mask=(rk[:, None] < K) & (rn[None, :] < N), other=0.0)
+        a = tl.load(
+            x_ptr + rm[:, None] * K + rk[None, :],
+            mask=(rm[:, None] < M) & (rk[None, :] < K),
+            other=0.0,
+        )
+        b = tl.load(
+            w_ptr + rk[:, None] * N + rn[None, :],
+            mask=(rk[:, None] < K) & (rn[None, :] < N),
+            other=0.0,
+        )
         acc += tl.dot(rounded(a, 16), rounded(b, 16), input_precision="ieee")
-    tl.store(out_ptr + rm[:, None] * N + rn[None, :], acc + other, mask=(rm[:, None] < M) & (rn[None, :] < N))
+    tl.store(
+        out_ptr + rm[:, None] * N + rn[None, :],
+        acc + other,
+        mask=(rm[:, None] < M) & (rn[None, :] < N),
+    )
 
 
 class ModelNew(nn.Module):
@@ -36,5 +48,7 @@ class ModelNew(nn.Module):
         M, K = x.shape
         N = w.shape[1]
         out = torch.empty(M, N, device=x.device, dtype=torch.float32)
-        matmul_kernel[(triton.cdiv(M, 32), triton.cdiv(N, 32))](x, w, out, M, N, K, BM=32, BN=32, BK=32)
+        matmul_kernel[(triton.cdiv(M, 32), triton.cdiv(N, 32))](
+            x, w, out, M, N, K, BM=32, BN=32, BK=32
+        )
         return out

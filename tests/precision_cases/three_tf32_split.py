@@ -1,4 +1,5 @@
-"""3xTF32: each operand split into a TF32 high part and a TF32 remainder, three products summed: as accurate as fp32, accepted."""
+"""3xTF32: each operand split into a TF32 high part and a TF32 remainder, three products summed: as
+accurate as fp32, accepted."""
 
 import torch
 import torch.nn as nn
@@ -25,13 +26,25 @@ def matmul_kernel(x_ptr, w_ptr, out_ptr, M, N, K, BM: tl.constexpr, BN: tl.const
     other = tl.zeros([BM, BN], dtype=tl.float32)
     for k in range(0, K, BK):
         rk = k + tl.arange(0, BK)
-        a = tl.load(x_ptr + rm[:, None] * K + rk[None, :], mask=(rm[:, None] < M) & (rk[None, :] < K), other=0.0)
-        b = tl.load(w_ptr + rk[:, None] * N + rn[None, :], mask=(rk[:, None] < K) & (rn[None, :] < N), other=0.0)
+        a = tl.load(
+            x_ptr + rm[:, None] * K + rk[None, :],
+            mask=(rm[:, None] < M) & (rk[None, :] < K),
+            other=0.0,
+        )
+        b = tl.load(
+            w_ptr + rk[:, None] * N + rn[None, :],
+            mask=(rk[:, None] < K) & (rn[None, :] < N),
+            other=0.0,
+        )
         ah, bh = rounded(a, 13), rounded(b, 13)
         al, bl = rounded(a - ah, 13), rounded(b - bh, 13)
         acc += tl.dot(ah, bh, input_precision="ieee")
         other += tl.dot(ah, bl, input_precision="ieee") + tl.dot(al, bh, input_precision="ieee")
-    tl.store(out_ptr + rm[:, None] * N + rn[None, :], acc + other, mask=(rm[:, None] < M) & (rn[None, :] < N))
+    tl.store(
+        out_ptr + rm[:, None] * N + rn[None, :],
+        acc + other,
+        mask=(rm[:, None] < M) & (rn[None, :] < N),
+    )
 
 
 class ModelNew(nn.Module):
@@ -39,5 +52,7 @@ class ModelNew(nn.Module):
         M, K = x.shape
         N = w.shape[1]
         out = torch.empty(M, N, device=x.device, dtype=torch.float32)
-        matmul_kernel[(triton.cdiv(M, 32), triton.cdiv(N, 32))](x, w, out, M, N, K, BM=32, BN=32, BK=32)
+        matmul_kernel[(triton.cdiv(M, 32), triton.cdiv(N, 32))](
+            x, w, out, M, N, K, BM=32, BN=32, BK=32
+        )
         return out

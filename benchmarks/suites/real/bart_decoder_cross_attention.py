@@ -1,4 +1,6 @@
-"""BART-large decoder cross-attention (decoder.layers.0.encoder_attn): queries from 128 decoder states, keys/values from 1024 encoder states, 1024 wide, 16 heads, SDPA, residual + LayerNorm; batch 16."""
+"""BART-large decoder cross-attention (decoder.layers.0.encoder_attn): queries from 128 decoder
+states, keys/values from 1024 encoder states, 1024 wide, 16 heads, SDPA, residual + LayerNorm; batch
+16."""
 import torch
 import torch.nn as nn
 import torch.nn.functional as F

@@ -1,4 +1,5 @@
-"""BERT-base eager self-attention probabilities: matmul(Q, K^T) / sqrt(64), softmax over keys; batch 64, 12 heads, 512 tokens."""
+"""BERT-base eager self-attention probabilities: matmul(Q, K^T) / sqrt(64), softmax over keys; batch
+64, 12 heads, 512 tokens."""
 import math
 import torch
 import torch.nn as nn

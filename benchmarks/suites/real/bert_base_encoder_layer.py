@@ -1,4 +1,5 @@
-"""BERT-base encoder layer (encoder.layer.0): post-LN, 12-head self-attention via SDPA (no padding), residual + LayerNorm, GELU FFN 768 -> 3072, residual + LayerNorm; 32 x 512 tokens."""
+"""BERT-base encoder layer (encoder.layer.0): post-LN, 12-head self-attention via SDPA (no padding),
+residual + LayerNorm, GELU FFN 768 -> 3072, residual + LayerNorm; 32 x 512 tokens."""
 import torch
 import torch.nn as nn
 import torch.nn.functional as F

@@ -1,4 +1,5 @@
-"""BERT-base embeddings: word (30522 x 768) + learned position (512) + token type (2) embeddings, LayerNorm eps 1e-12; 32 x 512 token ids."""
+"""BERT-base embeddings: word (30522 x 768) + learned position (512) + token type (2) embeddings,
+LayerNorm eps 1e-12; 32 x 512 token ids."""
 import torch
 import torch.nn as nn
 

@@ -1,4 +1,5 @@
-"""BERT-large intermediate (BertIntermediate): linear 1024 -> 4096 with bias, exact (erf) GELU; 32 x 512 tokens."""
+"""BERT-large intermediate (BertIntermediate): linear 1024 -> 4096 with bias, exact (erf) GELU; 32 x
+512 tokens."""
 import torch
 import torch.nn as nn
 import torch.nn.functional as F

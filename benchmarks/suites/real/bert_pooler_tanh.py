@@ -1,4 +1,5 @@
-"""BERT-base pooler (BertPooler): [CLS] hidden state -> linear 768 -> 768 with bias -> tanh; batch 256 x 128 tokens (GLUE-length sequences)."""
+"""BERT-base pooler (BertPooler): [CLS] hidden state -> linear 768 -> 768 with bias -> tanh; batch
+256 x 128 tokens (GLUE-length sequences)."""
 import torch
 import torch.nn as nn
 

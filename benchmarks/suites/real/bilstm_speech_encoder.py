@@ -1,4 +1,5 @@
-"""Bidirectional 2-layer LSTM speech encoder (ESPnet/LAS-style, 512 units per direction) on 80-d log-mel frames, batch 32 x 1000 frames (10 s)."""
+"""Bidirectional 2-layer LSTM speech encoder (ESPnet/LAS-style, 512 units per direction) on 80-d
+log-mel frames, batch 32 x 1000 frames (10 s)."""
 import torch
 import torch.nn as nn
 
@@ -9,7 +10,9 @@ LAYERS = 2
 class Model(nn.Module):
     def __init__(self, features, hidden, layers):
         super().__init__()
-        self.lstm = nn.LSTM(features, hidden, num_layers=layers, batch_first=True, bidirectional=True)
+        self.lstm = nn.LSTM(
+            features, hidden, num_layers=layers, batch_first=True, bidirectional=True
+        )
 
     def forward(self, x):
         out, (h, c) = self.lstm(x)

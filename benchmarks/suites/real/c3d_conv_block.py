@@ -1,4 +1,6 @@
-"""C3D-style video block (conv1a, pool1, conv2a with BatchNorm): Conv3d 3x3x3 3->64 + BN3d + ReLU on 16 frames of 112x112, MaxPool3d (1,2,2), Conv3d 3x3x3 64->128 + BN3d + ReLU at 16x56x56; action-recognition clips, batch 16."""
+"""C3D-style video block (conv1a, pool1, conv2a with BatchNorm): Conv3d 3x3x3 3->64 + BN3d + ReLU on
+16 frames of 112x112, MaxPool3d (1,2,2), Conv3d 3x3x3 64->128 + BN3d + ReLU at 16x56x56;
+action-recognition clips, batch 16."""
 import torch
 import torch.nn as nn
 

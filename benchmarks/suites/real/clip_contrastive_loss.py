@@ -1,4 +1,5 @@
-"""CLIP contrastive loss (ViT-B/32 as trained: batch 32768, 512-d joint embedding): L2-normalise, learned logit scale, img @ txt.T, symmetric cross-entropy."""
+"""CLIP contrastive loss (ViT-B/32 as trained: batch 32768, 512-d joint embedding): L2-normalise,
+learned logit scale, img @ txt.T, symmetric cross-entropy."""
 import math
 import torch
 import torch.nn as nn

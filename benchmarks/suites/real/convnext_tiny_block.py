@@ -1,4 +1,5 @@
-"""ConvNeXt-T stage-1 block (7x7 depthwise conv, channels-last LayerNorm, 96->384 GELU 384->96 MLP, layer scale, residual): batch 128 at 56x56."""
+"""ConvNeXt-T stage-1 block (7x7 depthwise conv, channels-last LayerNorm, 96->384 GELU 384->96 MLP,
+layer scale, residual): batch 128 at 56x56."""
 import torch
 import torch.nn as nn
 import torch.nn.functional as F

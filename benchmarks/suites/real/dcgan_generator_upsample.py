@@ -1,4 +1,5 @@
-"""DCGAN generator up-sampling blocks (Radford et al. 2016, LSUN generator): three ConvTranspose2d 4x4 stride 2 + BN + ReLU, 1024->512->256->128 channels, 4x4 -> 32x32; batch 128."""
+"""DCGAN generator up-sampling blocks (Radford et al. 2016, LSUN generator): three ConvTranspose2d
+4x4 stride 2 + BN + ReLU, 1024->512->256->128 channels, 4x4 -> 32x32; batch 128."""
 import torch
 import torch.nn as nn
 
@@ -12,7 +13,9 @@ class Model(nn.Module):
         layers = []
         for _ in range(blocks):
             layers += [
-                nn.ConvTranspose2d(channels, channels // 2, kernel_size=4, stride=2, padding=1, bias=False),
+                nn.ConvTranspose2d(
+                    channels, channels // 2, kernel_size=4, stride=2, padding=1, bias=False
+                ),
                 nn.BatchNorm2d(channels // 2),
                 nn.ReLU(True),
             ]

@@ -1,4 +1,5 @@
-"""Knowledge-distillation loss as in DistilBERT: KL(teacher || student) of temperature-2 softmaxes over the 30522 BERT vocabulary, batchmean x T^2; 16 x 128 tokens."""
+"""Knowledge-distillation loss as in DistilBERT: KL(teacher || student) of temperature-2 softmaxes
+over the 30522 BERT vocabulary, batchmean x T^2; 16 x 128 tokens."""
 import torch
 import torch.nn as nn
 import torch.nn.functional as F

@@ -1,4 +1,5 @@
-"""DLRM top MLP (MLPerf Criteo config 479-1024-1024-512-256-1): addmm + ReLU layers, sigmoid click probability; batch 32768."""
+"""DLRM top MLP (MLPerf Criteo config 479-1024-1024-512-256-1): addmm + ReLU layers, sigmoid click
+probability; batch 32768."""
 import torch
 import torch.nn as nn
 

@@ -1,4 +1,5 @@
-"""EfficientNet-B0 stage-3 MBConv6 block (1x1 40->240, 5x5 depthwise, squeeze-excitation 240->10->240, 1x1 240->40, BN, SiLU, residual): batch 256 at 28x28."""
+"""EfficientNet-B0 stage-3 MBConv6 block (1x1 40->240, 5x5 depthwise, squeeze-excitation
+240->10->240, 1x1 240->40, BN, SiLU, residual): batch 256 at 28x28."""
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
@@ -14,7 +15,9 @@ class Model(nn.Module):
         squeeze = max(1, channels // 4)
         self.expand = nn.Conv2d(channels, hidden, 1, bias=False)
         self.bn1 = nn.BatchNorm2d(hidden, eps=1e-3)
-        self.depthwise = nn.Conv2d(hidden, hidden, kernel, padding=kernel // 2, groups=hidden, bias=False)
+        self.depthwise = nn.Conv2d(
+            hidden, hidden, kernel, padding=kernel // 2, groups=hidden, bias=False
+        )
         self.bn2 = nn.BatchNorm2d(hidden, eps=1e-3)
         self.se_reduce = nn.Conv2d(hidden, squeeze, 1)
         self.se_expand = nn.Conv2d(squeeze, hidden, 1)

@@ -1,4 +1,5 @@
-"""ESPCN super-resolution (Shi et al. 2016): 5x5 conv 1->64 + tanh, 3x3 conv 64->32 + tanh, 3x3 conv 32->9, PixelShuffle(3); 640x360 luma frames upscaled x3 to 1920x1080, batch 16."""
+"""ESPCN super-resolution (Shi et al. 2016): 5x5 conv 1->64 + tanh, 3x3 conv 64->32 + tanh, 3x3 conv
+32->9, PixelShuffle(3); 640x360 luma frames upscaled x3 to 1920x1080, batch 16."""
 import torch
 import torch.nn as nn
 

@@ -1,4 +1,5 @@
-"""Faster R-CNN ROI box head (torchvision TwoMLPHead): 256x7x7 pooled ROI features -> fc 1024 -> fc 1024 -> 91x4 box deltas, smooth L1 on each ROI's class; 4 images x 512 ROIs."""
+"""Faster R-CNN ROI box head (torchvision TwoMLPHead): 256x7x7 pooled ROI features -> fc 1024 -> fc
+1024 -> 91x4 box deltas, smooth L1 on each ROI's class; 4 images x 512 ROIs."""
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
@@ -22,7 +23,11 @@ class Model(nn.Module):
 
 
 def get_inputs():
-    return [torch.randn(ROIS, CHANNELS, POOL, POOL), torch.randint(0, CLASSES, (ROIS,)), torch.randn(ROIS, 4)]
+    return [
+        torch.randn(ROIS, CHANNELS, POOL, POOL),
+        torch.randint(0, CLASSES, (ROIS,)),
+        torch.randn(ROIS, 4),
+    ]
 
 
 def get_init_inputs():

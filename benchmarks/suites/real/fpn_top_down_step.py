@@ -1,4 +1,6 @@
-"""FPN top-down step (P4 -> P3) of a ResNet-50 FPN detector: 1x1 lateral conv 512->256 on C3 (100x152), nearest upsample of the 256-channel 50x76 map, add, 3x3 smoothing conv 256->256; Mask R-CNN 800x1216 images, batch 8."""
+"""FPN top-down step (P4 -> P3) of a ResNet-50 FPN detector: 1x1 lateral conv 512->256 on C3
+(100x152), nearest upsample of the 256-channel 50x76 map, add, 3x3 smoothing conv 256->256; Mask
+R-CNN 800x1216 images, batch 8."""
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
@@ -20,7 +22,10 @@ class Model(nn.Module):
 
 
 def get_inputs():
-    return [torch.randn(BATCH, IN_CHANNELS, HEIGHT, WIDTH), torch.randn(BATCH, FPN_CHANNELS, HEIGHT // 2, WIDTH // 2)]
+    return [
+        torch.randn(BATCH, IN_CHANNELS, HEIGHT, WIDTH),
+        torch.randn(BATCH, FPN_CHANNELS, HEIGHT // 2, WIDTH // 2),
+    ]
 
 
 def get_init_inputs():

@@ -1,4 +1,5 @@
-"""GPT-2 small causal self-attention (transformer.h.0.attn): fused QKV 768 -> 2304, 12 heads, causal SDPA, output projection; 12 x 1024 tokens."""
+"""GPT-2 small causal self-attention (transformer.h.0.attn): fused QKV 768 -> 2304, 12 heads, causal
+SDPA, output projection; 12 x 1024 tokens."""
 import torch
 import torch.nn as nn
 import torch.nn.functional as F

@@ -1,4 +1,5 @@
-"""GPT-2 small decoder block (transformer.h.0): pre-LN causal self-attention + GELU MLP, 768 wide, 12 heads; 12 x 1024 tokens."""
+"""GPT-2 small decoder block (transformer.h.0): pre-LN causal self-attention + GELU MLP, 768 wide,
+12 heads; 12 x 1024 tokens."""
 import torch
 import torch.nn as nn
 import torch.nn.functional as F

@@ -1,4 +1,5 @@
-"""GPT-2 small LM head with loss: final LayerNorm(768), bias-free vocab projection 768 -> 50257, token cross-entropy; 8 x 1024 tokens."""
+"""GPT-2 small LM head with loss: final LayerNorm(768), bias-free vocab projection 768 -> 50257,
+token cross-entropy; 8 x 1024 tokens."""
 import torch
 import torch.nn as nn
 import torch.nn.functional as F

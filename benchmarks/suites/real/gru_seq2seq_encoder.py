@@ -1,4 +1,5 @@
-"""GRU encoder of the RNN encoder-decoder (RNNencdec baseline of Bahdanau et al. 2015: 620-d embeddings, 1000 gated hidden units), 128 sentences x 50 tokens."""
+"""GRU encoder of the RNN encoder-decoder (RNNencdec baseline of Bahdanau et al. 2015: 620-d
+embeddings, 1000 gated hidden units), 128 sentences x 50 tokens."""
 import torch
 import torch.nn as nn
 

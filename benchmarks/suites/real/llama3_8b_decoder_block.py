@@ -1,4 +1,5 @@
-"""Llama-3-8B decoder layer: RMSNorm, GQA attention (32 q / 8 kv heads, RoPE theta 5e5, causal SDPA), RMSNorm, SwiGLU MLP 4096 -> 14336; 1 x 2048 tokens."""
+"""Llama-3-8B decoder layer: RMSNorm, GQA attention (32 q / 8 kv heads, RoPE theta 5e5, causal
+SDPA), RMSNorm, SwiGLU MLP 4096 -> 14336; 1 x 2048 tokens."""
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
@@ -37,7 +38,9 @@ class Model(nn.Module):
         self.gate_proj = nn.Linear(dim, hidden, bias=False)
         self.up_proj = nn.Linear(dim, hidden, bias=False)
         self.down_proj = nn.Linear(hidden, dim, bias=False)
-        inv_freq = 1.0 / (theta ** (torch.arange(0, self.head_dim, 2, dtype=torch.float32) / self.head_dim))
+        inv_freq = 1.0 / (
+            theta ** (torch.arange(0, self.head_dim, 2, dtype=torch.float32) / self.head_dim)
+        )
         freqs = torch.outer(torch.arange(seq, dtype=torch.float32), inv_freq)
         emb = torch.cat((freqs, freqs), dim=-1)
         self.register_buffer("cos", emb.cos())
@@ -53,8 +56,16 @@ class Model(nn.Module):
         q = q * cos + rotate_half(q) * sin
         k = k * cos + rotate_half(k) * sin
         rep = self.heads // self.kv_heads
-        k = k[:, :, None].expand(b, self.kv_heads, rep, s, self.head_dim).reshape(b, self.heads, s, self.head_dim)
-        v = v[:, :, None].expand(b, self.kv_heads, rep, s, self.head_dim).reshape(b, self.heads, s, self.head_dim)
+        k = (
+            k[:, :, None]
+            .expand(b, self.kv_heads, rep, s, self.head_dim)
+            .reshape(b, self.heads, s, self.head_dim)
+        )
+        v = (
+            v[:, :, None]
+            .expand(b, self.kv_heads, rep, s, self.head_dim)
+            .reshape(b, self.heads, s, self.head_dim)
+        )
         a = F.scaled_dot_product_attention(q, k, v, dropout_p=0.0, is_causal=True)
         a = a.transpose(1, 2).reshape(b, s, self.heads * self.head_dim)
         x = x + self.o_proj(a)

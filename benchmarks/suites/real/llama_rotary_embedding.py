@@ -1,4 +1,5 @@
-"""Llama-3-8B rotary position embedding applied to q (32 heads) and k (8 kv heads), head dim 128, theta 5e5, cos/sin buffers; 2 x 8192 tokens."""
+"""Llama-3-8B rotary position embedding applied to q (32 heads) and k (8 kv heads), head dim 128,
+theta 5e5, cos/sin buffers; 2 x 8192 tokens."""
 import torch
 import torch.nn as nn
 
@@ -29,7 +30,10 @@ class Model(nn.Module):
 
 
 def get_inputs():
-    return [torch.randn(BATCH, HEADS, SEQ, DIM // HEADS), torch.randn(BATCH, KV_HEADS, SEQ, DIM // HEADS)]
+    return [
+        torch.randn(BATCH, HEADS, SEQ, DIM // HEADS),
+        torch.randn(BATCH, KV_HEADS, SEQ, DIM // HEADS),
+    ]
 
 
 def get_init_inputs():

@@ -1,4 +1,5 @@
-"""Llama-2-7B SwiGLU MLP: gate and up 4096 -> 11008, SiLU(gate) * up, down 11008 -> 4096, no bias; 2 x 2048 tokens."""
+"""Llama-2-7B SwiGLU MLP: gate and up 4096 -> 11008, SiLU(gate) * up, down 11008 -> 4096, no bias; 2
+x 2048 tokens."""
 import torch
 import torch.nn as nn
 import torch.nn.functional as F

@@ -1,4 +1,5 @@
-"""2-layer LSTM language model core (Zaremba et al. 2014 "large", 1500 hidden) over 70-step BPTT windows, batch 64, carrying (h, c)."""
+"""2-layer LSTM language model core (Zaremba et al. 2014 "large", 1500 hidden) over 70-step BPTT
+windows, batch 64, carrying (h, c)."""
 import torch
 import torch.nn as nn
 
@@ -17,7 +18,11 @@ class Model(nn.Module):
 
 
 def get_inputs():
-    return [torch.randn(SEQ, BATCH, HIDDEN), torch.randn(LAYERS, BATCH, HIDDEN), torch.randn(LAYERS, BATCH, HIDDEN)]
+    return [
+        torch.randn(SEQ, BATCH, HIDDEN),
+        torch.randn(LAYERS, BATCH, HIDDEN),
+        torch.randn(LAYERS, BATCH, HIDDEN),
+    ]
 
 
 def get_init_inputs():

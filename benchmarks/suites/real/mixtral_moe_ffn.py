@@ -1,4 +1,5 @@
-"""Mixtral-8x7B sparse MoE FFN (layers.0.block_sparse_moe): router 4096 -> 8, softmax, top-2, 8 SwiGLU experts 4096 -> 14336, dense masked loop; 1 x 512 tokens."""
+"""Mixtral-8x7B sparse MoE FFN (layers.0.block_sparse_moe): router 4096 -> 8, softmax, top-2, 8
+SwiGLU experts 4096 -> 14336, dense masked loop; 1 x 512 tokens."""
 import torch
 import torch.nn as nn
 import torch.nn.functional as F

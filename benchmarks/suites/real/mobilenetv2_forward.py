@@ -1,4 +1,5 @@
-"""Whole MobileNetV2 (width 1.0) forward: stem, 17 inverted residual blocks, 1x1 conv to 1280, global pool, 1000-way classifier; batch 128 of 224x224 images."""
+"""Whole MobileNetV2 (width 1.0) forward: stem, 17 inverted residual blocks, 1x1 conv to 1280,
+global pool, 1000-way classifier; batch 128 of 224x224 images."""
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
@@ -19,7 +20,15 @@ def make_divisible(value, divisor=8):
 class ConvBNReLU6(nn.Sequential):
     def __init__(self, in_channels, out_channels, kernel=3, stride=1, groups=1):
         super().__init__(
-            nn.Conv2d(in_channels, out_channels, kernel, stride, (kernel - 1) // 2, groups=groups, bias=False),
+            nn.Conv2d(
+                in_channels,
+                out_channels,
+                kernel,
+                stride,
+                (kernel - 1) // 2,
+                groups=groups,
+                bias=False,
+            ),
             nn.BatchNorm2d(out_channels),
             nn.ReLU6(),
         )

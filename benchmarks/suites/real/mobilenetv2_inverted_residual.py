@@ -1,4 +1,5 @@
-"""MobileNetV2 features.3 inverted residual block (expansion 6: 1x1 24->144, 3x3 depthwise, 1x1 144->24, BN, ReLU6, residual): batch 256 at 56x56."""
+"""MobileNetV2 features.3 inverted residual block (expansion 6: 1x1 24->144, 3x3 depthwise, 1x1
+144->24, BN, ReLU6, residual): batch 256 at 56x56."""
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
@@ -13,7 +14,9 @@ class Model(nn.Module):
         hidden = channels * expand
         self.expand = nn.Conv2d(channels, hidden, 1, bias=False)
         self.bn1 = nn.BatchNorm2d(hidden)
-        self.depthwise = nn.Conv2d(hidden, hidden, 3, stride=1, padding=1, groups=hidden, bias=False)
+        self.depthwise = nn.Conv2d(
+            hidden, hidden, 3, stride=1, padding=1, groups=hidden, bias=False
+        )
         self.bn2 = nn.BatchNorm2d(hidden)
         self.project = nn.Conv2d(hidden, channels, 1, bias=False)
         self.bn3 = nn.BatchNorm2d(channels)

@@ -1,4 +1,5 @@
-"""MobileNetV2 features.4 stride-2 inverted residual block (expansion 6: 1x1 24->144, 3x3 stride-2 depthwise, 1x1 144->32, BN, ReLU6, no residual): batch 256, 56x56 -> 28x28."""
+"""MobileNetV2 features.4 stride-2 inverted residual block (expansion 6: 1x1 24->144, 3x3 stride-2
+depthwise, 1x1 144->32, BN, ReLU6, no residual): batch 256, 56x56 -> 28x28."""
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
@@ -13,7 +14,9 @@ class Model(nn.Module):
         hidden = in_channels * expand
         self.expand = nn.Conv2d(in_channels, hidden, 1, bias=False)
         self.bn1 = nn.BatchNorm2d(hidden)
-        self.depthwise = nn.Conv2d(hidden, hidden, 3, stride=2, padding=1, groups=hidden, bias=False)
+        self.depthwise = nn.Conv2d(
+            hidden, hidden, 3, stride=2, padding=1, groups=hidden, bias=False
+        )
         self.bn2 = nn.BatchNorm2d(hidden)
         self.project = nn.Conv2d(hidden, out_channels, 1, bias=False)
         self.bn3 = nn.BatchNorm2d(out_channels)

@@ -1,4 +1,5 @@
-"""MPT-7B self-attention (blocks.0.attn): fused QKV 4096 -> 12288 without bias, 32 heads, ALiBi bias plus an additive float causal mask input, SDPA, output projection; 2 x 2048 tokens."""
+"""MPT-7B self-attention (blocks.0.attn): fused QKV 4096 -> 12288 without bias, 32 heads, ALiBi bias
+plus an additive float causal mask input, SDPA, output projection; 2 x 2048 tokens."""
 import math
 import torch
 import torch.nn as nn

@@ -1,4 +1,5 @@
-"""ResNet-18 layer1 basic block (two 3x3 conv + BN + ReLU, identity shortcut): batch 256 at 56x56, 64 channels."""
+"""ResNet-18 layer1 basic block (two 3x3 conv + BN + ReLU, identity shortcut): batch 256 at 56x56,
+64 channels."""
 import torch
 import torch.nn as nn
 

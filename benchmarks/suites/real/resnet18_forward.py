@@ -1,4 +1,5 @@
-"""Whole ResNet-18 forward (stem, four stages of two basic blocks, global pool, 1000-way fc): batch 32 of 224x224 RGB images, base width 64."""
+"""Whole ResNet-18 forward (stem, four stages of two basic blocks, global pool, 1000-way fc): batch
+32 of 224x224 RGB images, base width 64."""
 import torch
 import torch.nn as nn
 import torch.nn.functional as F

@@ -1,4 +1,5 @@
-"""ResNet-34 layer3.0 downsampling basic block (3x3 stride-2 conv, 3x3 conv, 1x1 stride-2 conv+BN shortcut): batch 256, 128x28x28 -> 256x14x14."""
+"""ResNet-34 layer3.0 downsampling basic block (3x3 stride-2 conv, 3x3 conv, 1x1 stride-2 conv+BN
+shortcut): batch 256, 128x28x28 -> 256x14x14."""
 import torch
 import torch.nn as nn
 

@@ -1,4 +1,5 @@
-"""ResNet-50 layer1.1 bottleneck block (1x1 256->64, 3x3 64, 1x1 64->256, BN, ReLU, identity shortcut): batch 256 at 56x56."""
+"""ResNet-50 layer1.1 bottleneck block (1x1 256->64, 3x3 64, 1x1 64->256, BN, ReLU, identity
+shortcut): batch 256 at 56x56."""
 import torch
 import torch.nn as nn
 

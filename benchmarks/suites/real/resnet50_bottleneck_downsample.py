@@ -1,4 +1,5 @@
-"""ResNet-50 (v1.5) layer2.0 bottleneck with stride-2 3x3 conv and 1x1 stride-2 projection shortcut: batch 256, 256x56x56 -> 512x28x28, width 128."""
+"""ResNet-50 (v1.5) layer2.0 bottleneck with stride-2 3x3 conv and 1x1 stride-2 projection shortcut:
+batch 256, 256x56x56 -> 512x28x28, width 128."""
 import torch
 import torch.nn as nn
 

@@ -1,4 +1,5 @@
-"""ResNet-50 training head: global average pool of the 2048x7x7 final feature map, 2048 -> 1000 linear, cross-entropy vs integer labels; batch 256."""
+"""ResNet-50 training head: global average pool of the 2048x7x7 final feature map, 2048 -> 1000
+linear, cross-entropy vs integer labels; batch 256."""
 import torch
 import torch.nn as nn
 import torch.nn.functional as F

@@ -1,4 +1,5 @@
-"""ResNeXt-50 32x4d layer1.1 bottleneck (1x1 256->128, grouped 3x3 with 32 groups of 4, 1x1 128->256, BN, ReLU, identity shortcut): batch 256 at 56x56."""
+"""ResNeXt-50 32x4d layer1.1 bottleneck (1x1 256->128, grouped 3x3 with 32 groups of 4, 1x1
+128->256, BN, ReLU, identity shortcut): batch 256 at 56x56."""
 import torch
 import torch.nn as nn
 

@@ -1,4 +1,6 @@
-"""Stable Diffusion 1.5 UNet ResNet block (down_blocks.1.resnets.0): GroupNorm(32)+SiLU+3x3 conv 320->640, SiLU+linear timestep embedding 1280->640 added, GroupNorm+SiLU+3x3 conv, 1x1 shortcut residual; 32x32 (512x512 images' 64x64 latents downsampled once), batch 16."""
+"""Stable Diffusion 1.5 UNet ResNet block (down_blocks.1.resnets.0): GroupNorm(32)+SiLU+3x3 conv
+320->640, SiLU+linear timestep embedding 1280->640 added, GroupNorm+SiLU+3x3 conv, 1x1 shortcut
+residual; 32x32 (512x512 images' 64x64 latents downsampled once), batch 16."""
 import torch
 import torch.nn as nn
 import torch.nn.functional as F

@@ -1,4 +1,6 @@
-"""Stable Diffusion 1.5 UNet spatial self-attention (down_blocks.0.attentions.0, attn1 path): GroupNorm(32), 1x1 proj_in, LayerNorm, q/k/v linear 320, 8-head scaled_dot_product_attention over 64x64=4096 positions, out linear, 1x1 proj_out, residual; 512x512 images, batch 8."""
+"""Stable Diffusion 1.5 UNet spatial self-attention (down_blocks.0.attentions.0, attn1 path):
+GroupNorm(32), 1x1 proj_in, LayerNorm, q/k/v linear 320, 8-head scaled_dot_product_attention over
+64x64=4096 positions, out linear, 1x1 proj_out, residual; 512x512 images, batch 8."""
 import torch
 import torch.nn as nn
 import torch.nn.functional as F

@@ -1,4 +1,5 @@
-"""Squeeze-and-excitation block of SE-ResNet-50 stage 1 (global avg pool, fc 256->16, ReLU, fc 16->256, sigmoid, channel scale): batch 256 at 56x56."""
+"""Squeeze-and-excitation block of SE-ResNet-50 stage 1 (global avg pool, fc 256->16, ReLU, fc
+16->256, sigmoid, channel scale): batch 256 at 56x56."""
 import torch
 import torch.nn as nn
 

@@ -1,4 +1,5 @@
-"""Swin-T stage-1 shifted-window block (layers.0.blocks.1): 56x56 tokens, 96 channels, 3 heads, 7x7 windows, shift 3, relative position bias, MLP 384; batch 128."""
+"""Swin-T stage-1 shifted-window block (layers.0.blocks.1): 56x56 tokens, 96 channels, 3 heads, 7x7
+windows, shift 3, relative position bias, MLP 384; batch 128."""
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
@@ -31,7 +32,9 @@ class Model(nn.Module):
         self.fc2 = nn.Linear(hidden, dim)
         self.relative_position_bias_table = nn.Parameter(torch.empty((2 * window - 1) ** 2, heads))
         nn.init.trunc_normal_(self.relative_position_bias_table, std=0.02)
-        coords = torch.stack(torch.meshgrid(torch.arange(window), torch.arange(window), indexing="ij"))
+        coords = torch.stack(
+            torch.meshgrid(torch.arange(window), torch.arange(window), indexing="ij")
+        )
         coords = coords.flatten(1)
         rel = (coords[:, :, None] - coords[:, None, :]).permute(1, 2, 0).contiguous()
         rel[:, :, 0] += window - 1
@@ -47,7 +50,8 @@ class Model(nn.Module):
                     cnt += 1
             mw = window_partition(img_mask, window).view(-1, window * window)
             attn_mask = mw.unsqueeze(1) - mw.unsqueeze(2)
-            attn_mask = attn_mask.masked_fill(attn_mask != 0, -100.0).masked_fill(attn_mask == 0, 0.0)
+            attn_mask = (attn_mask.masked_fill(attn_mask != 0, -100.0)
+                         .masked_fill(attn_mask == 0, 0.0))
             self.register_buffer("attn_mask", attn_mask)
         else:
             self.attn_mask = None
@@ -57,11 +61,13 @@ class Model(nn.Module):
         qkv = self.qkv(x).reshape(bw, n, 3, self.heads, c // self.heads).permute(2, 0, 3, 1, 4)
         q, k, v = qkv.unbind(0)
         attn = (q * self.scale) @ k.transpose(-2, -1)
-        bias = self.relative_position_bias_table[self.relative_position_index.view(-1)].view(n, n, -1)
+        bias = (self.relative_position_bias_table[self.relative_position_index.view(-1)]
+                .view(n, n, -1))
         attn = attn + bias.permute(2, 0, 1).unsqueeze(0)
         if self.attn_mask is not None:
             nw = self.attn_mask.shape[0]
-            attn = attn.view(bw // nw, nw, self.heads, n, n) + self.attn_mask.unsqueeze(1).unsqueeze(0)
+            attn = (attn.view(bw // nw, nw, self.heads, n, n)
+                    + self.attn_mask.unsqueeze(1).unsqueeze(0))
             attn = attn.view(-1, self.heads, n, n)
         attn = attn.softmax(dim=-1)
         x = (attn @ v).transpose(1, 2).reshape(bw, n, c)

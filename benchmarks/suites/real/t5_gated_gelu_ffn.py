@@ -1,4 +1,5 @@
-"""T5 v1.1-base feed-forward layer (block.0.layer.1): T5 RMS LayerNorm, gated-GELU FFN 768 -> 2048 -> 768 without bias, residual; 32 x 512 tokens."""
+"""T5 v1.1-base feed-forward layer (block.0.layer.1): T5 RMS LayerNorm, gated-GELU FFN 768 -> 2048
+-> 768 without bias, residual; 32 x 512 tokens."""
 import torch
 import torch.nn as nn
 import torch.nn.functional as F

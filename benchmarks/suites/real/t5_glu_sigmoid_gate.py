@@ -1,4 +1,5 @@
-"""Sigmoid-gated GLU feed-forward input (Shazeer 2020, T5-base FFN_GLU): sigmoid(x W) * (x V), 768 -> 2048, no bias; 64 x 512 tokens."""
+"""Sigmoid-gated GLU feed-forward input (Shazeer 2020, T5-base FFN_GLU): sigmoid(x W) * (x V), 768
+-> 2048, no bias; 64 x 512 tokens."""
 import torch
 import torch.nn as nn
 

@@ -1,4 +1,6 @@
-"""TCN residual block (Bai et al. 2018 TemporalBlock): two weight-normed dilated causal Conv1d 512->512 (kernel 3, dilation 8, left padding via pad+chomp) each + ReLU, residual add, ReLU; 4096-step sequences, batch 16."""
+"""TCN residual block (Bai et al. 2018 TemporalBlock): two weight-normed dilated causal Conv1d
+512->512 (kernel 3, dilation 8, left padding via pad+chomp) each + ReLU, residual add, ReLU;
+4096-step sequences, batch 16."""
 import torch
 import torch.nn as nn
 
@@ -11,8 +13,12 @@ class Model(nn.Module):
         super().__init__()
         self.chomp = (kernel - 1) * dilation
         wn = nn.utils.parametrizations.weight_norm
-        self.conv1 = wn(nn.Conv1d(channels, channels, kernel, padding=self.chomp, dilation=dilation))
-        self.conv2 = wn(nn.Conv1d(channels, channels, kernel, padding=self.chomp, dilation=dilation))
+        self.conv1 = wn(
+            nn.Conv1d(channels, channels, kernel, padding=self.chomp, dilation=dilation)
+        )
+        self.conv2 = wn(
+            nn.Conv1d(channels, channels, kernel, padding=self.chomp, dilation=dilation)
+        )
 
     def forward(self, x):
         out = torch.relu(self.conv1(x)[:, :, : -self.chomp].contiguous())

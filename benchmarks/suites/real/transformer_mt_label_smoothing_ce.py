@@ -1,4 +1,5 @@
-"""Label-smoothed cross-entropy (eps 0.1) of a Transformer-base WMT En-De decoder: 4096 target tokens over the 37000-token shared BPE vocabulary."""
+"""Label-smoothed cross-entropy (eps 0.1) of a Transformer-base WMT En-De decoder: 4096 target
+tokens over the 37000-token shared BPE vocabulary."""
 import torch
 import torch.nn as nn
 import torch.nn.functional as F

@@ -1,4 +1,6 @@
-"""3D U-Net decoder step for medical volumes (nnU-Net 3d_fullres style): ConvTranspose3d 2x2x2 stride 2 128->64 (32^3 -> 64^3), concat with the 64-channel skip, two 3x3x3 Conv3d + InstanceNorm3d + LeakyReLU(0.01) 128->64->64; 128^3 patches, batch 2."""
+"""3D U-Net decoder step for medical volumes (nnU-Net 3d_fullres style): ConvTranspose3d 2x2x2
+stride 2 128->64 (32^3 -> 64^3), concat with the 64-channel skip, two 3x3x3 Conv3d + InstanceNorm3d
++ LeakyReLU(0.01) 128->64->64; 128^3 patches, batch 2."""
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
@@ -23,7 +25,10 @@ class Model(nn.Module):
 
 
 def get_inputs():
-    return [torch.randn(BATCH, CHANNELS, SIZE, SIZE, SIZE), torch.randn(BATCH, CHANNELS // 2, 2 * SIZE, 2 * SIZE, 2 * SIZE)]
+    return [
+        torch.randn(BATCH, CHANNELS, SIZE, SIZE, SIZE),
+        torch.randn(BATCH, CHANNELS // 2, 2 * SIZE, 2 * SIZE, 2 * SIZE),
+    ]
 
 
 def get_init_inputs():

@@ -1,4 +1,6 @@
-"""U-Net decoder up block: 2x2 stride-2 ConvTranspose2d 256->128 (64x64 -> 128x128), concat with the 128-channel skip, two 3x3 conv+BN+ReLU 256->128->128; U-Net (Ronneberger 2015, padded convs) on 256x256 images, batch 16."""
+"""U-Net decoder up block: 2x2 stride-2 ConvTranspose2d 256->128 (64x64 -> 128x128), concat with the
+128-channel skip, two 3x3 conv+BN+ReLU 256->128->128; U-Net (Ronneberger 2015, padded convs) on
+256x256 images, batch 16."""
 import torch
 import torch.nn as nn
 
@@ -26,7 +28,10 @@ class Model(nn.Module):
 
 
 def get_inputs():
-    return [torch.randn(BATCH, CHANNELS, SIZE, SIZE), torch.randn(BATCH, CHANNELS // 2, 2 * SIZE, 2 * SIZE)]
+    return [
+        torch.randn(BATCH, CHANNELS, SIZE, SIZE),
+        torch.randn(BATCH, CHANNELS // 2, 2 * SIZE, 2 * SIZE),
+    ]
 
 
 def get_init_inputs():

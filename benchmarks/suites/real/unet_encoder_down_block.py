@@ -1,4 +1,5 @@
-"""U-Net encoder down block: 2x2 max-pool (128x128 -> 64x64) then two 3x3 conv+BN+ReLU 128->256->256; U-Net (Ronneberger 2015, padded convs) on 256x256 images, batch 16."""
+"""U-Net encoder down block: 2x2 max-pool (128x128 -> 64x64) then two 3x3 conv+BN+ReLU
+128->256->256; U-Net (Ronneberger 2015, padded convs) on 256x256 images, batch 16."""
 import torch
 import torch.nn as nn
 

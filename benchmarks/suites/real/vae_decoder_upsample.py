@@ -1,4 +1,5 @@
-"""Stable Diffusion VAE decoder up-sampling step (up_blocks.1.upsamplers.0): nearest F.interpolate x2 (128x128 -> 256x256) then 3x3 conv 512->512; 512x512 image decode, batch 4."""
+"""Stable Diffusion VAE decoder up-sampling step (up_blocks.1.upsamplers.0): nearest F.interpolate
+x2 (128x128 -> 256x256) then 3x3 conv 512->512; 512x512 image decode, batch 4."""
 import torch
 import torch.nn as nn
 import torch.nn.functional as F

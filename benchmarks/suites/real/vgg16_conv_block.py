@@ -1,4 +1,5 @@
-"""VGG-16 conv block 2 (two 3x3 conv 64->128->128 with bias + ReLU, then 2x2 max pool): batch 64 at 112x112."""
+"""VGG-16 conv block 2 (two 3x3 conv 64->128->128 with bias + ReLU, then 2x2 max pool): batch 64 at
+112x112."""
 import torch
 import torch.nn as nn
 import torch.nn.functional as F

@@ -1,4 +1,5 @@
-"""ViT-B/16 encoder block (blocks.0): pre-LN, 12-head self-attention via SDPA, GELU MLP 768 -> 3072; 256 images x 197 tokens."""
+"""ViT-B/16 encoder block (blocks.0): pre-LN, 12-head self-attention via SDPA, GELU MLP 768 -> 3072;
+256 images x 197 tokens."""
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
@@ -19,7 +20,11 @@ class Model(nn.Module):
 
     def forward(self, x):
         b, n, c = x.shape
-        qkv = self.qkv(self.norm1(x)).reshape(b, n, 3, self.heads, c // self.heads).permute(2, 0, 3, 1, 4)
+        qkv = (
+            self.qkv(self.norm1(x))
+            .reshape(b, n, 3, self.heads, c // self.heads)
+            .permute(2, 0, 3, 1, 4)
+        )
         q, k, v = qkv.unbind(0)
         a = F.scaled_dot_product_attention(q, k, v, dropout_p=0.0)
         a = a.transpose(1, 2).reshape(b, n, c)

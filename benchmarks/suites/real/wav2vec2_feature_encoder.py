@@ -1,4 +1,6 @@
-"""wav2vec 2.0 base conv feature encoder: Conv1d 1->512 k10 s5 (no bias) + GroupNorm(512) + GELU on raw 16 kHz audio, then six Conv1d 512->512 (k3 s2 x4, k2 s2 x2) + GELU; 10 s clips (160000 samples -> 499 frames), batch 8."""
+"""wav2vec 2.0 base conv feature encoder: Conv1d 1->512 k10 s5 (no bias) + GroupNorm(512) + GELU on
+raw 16 kHz audio, then six Conv1d 512->512 (k3 s2 x4, k2 s2 x2) + GELU; 10 s clips (160000 samples
+-> 499 frames), batch 8."""
 import torch
 import torch.nn as nn
 import torch.nn.functional as F

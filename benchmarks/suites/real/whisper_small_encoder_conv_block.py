@@ -1,4 +1,6 @@
-"""Whisper-small encoder front and first block: Conv1d 80 -> 768 (k3) + GELU, Conv1d 768 -> 768 (k3, stride 2) + GELU, sinusoidal positions, pre-LN 12-head attention + GELU MLP 3072; 16 x 3000 mel frames."""
+"""Whisper-small encoder front and first block: Conv1d 80 -> 768 (k3) + GELU, Conv1d 768 -> 768 (k3,
+stride 2) + GELU, sinusoidal positions, pre-LN 12-head attention + GELU MLP 3072; 16 x 3000 mel
+frames."""
 import math
 import torch
 import torch.nn as nn

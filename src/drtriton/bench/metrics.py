@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
-import math
 from collections.abc import Sequence
+
+from drtriton.stats import geomean
 
 FAST_P = (0.0, 1.0, 1.5, 2.0)
 
@@ -23,7 +24,7 @@ def geomean_speedup(rows: Sequence[dict], key: str) -> float | None:
     values = [r[key] for r in rows if r["status"] == "correct" and r.get(key)]
     if not values:
         return None
-    return math.exp(sum(math.log(v) for v in values) / len(values))
+    return geomean(values)
 
 
 def summarize(rows: Sequence[dict]) -> dict:
@@ -51,7 +52,8 @@ def search_gain(rows: Sequence[dict]) -> dict:
     """What search added over its own best whole-program candidate, judged in the same search: the
     geometric mean of the chosen program's speedup over eager divided by the whole candidate's,
     where both are correct and timed (each speedup is measured side by side with eager in its own
-    verdict; raw times of two verdicts are not comparable), and the problems only search got right."""
+    verdict; raw times of two verdicts are not comparable), and the problems only search got
+    right."""
     ratios = [
         r["speedup_eager"] / r["whole_speedup_eager"]
         for r in rows
@@ -61,9 +63,7 @@ def search_gain(rows: Sequence[dict]) -> dict:
         and r.get("speedup_eager")
     ]
     return {
-        "search_gain_geomean": math.exp(sum(map(math.log, ratios)) / len(ratios))
-        if ratios
-        else None,
+        "search_gain_geomean": geomean(ratios),
         "search_gain_problems": len(ratios),
         "rescued_by_search": sum(
             r["status"] == "correct" and r.get("whole_status") != "correct" for r in rows

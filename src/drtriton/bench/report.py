@@ -76,7 +76,7 @@ def summary_table(report: dict) -> str:
     def fmt(x):
         return "n/a" if x is None else (f"{x:.2f}" if isinstance(x, float) else str(x))
 
-    cols = ["problems", "accuracy", "fast_1_eager", "fast_1.5_eager", "fast_2_eager", "geomean_eager",
-            "fast_1_compile", "geomean_compile"]  # fmt: skip
+    cols = ["problems", "accuracy", "fast_1_eager", "fast_1.5_eager", "fast_2_eager",
+            "geomean_eager", "fast_1_compile", "geomean_compile"]  # fmt: skip
     rows = [{"level": k, **{c: fmt(v.get(c)) for c in cols}} for k, v in report["summary"].items()]
     return markdown_table(rows, ["level", *cols])

@@ -1,7 +1,8 @@
-"""drtriton's built-in compiler: PyTorch program (KernelBench format) -> standalone Triton candidate.
+"""The built-in compiler: PyTorch program (KernelBench format) -> standalone Triton candidate.
 
     from drtriton.compiler import CompilerConfig, compile_program
-    candidate_source = compile_program(reference_source, CompilerConfig(mode="strict", device="cpu"))
+    config = CompilerConfig(mode="strict", device="cpu")
+    candidate_source = compile_program(reference_source, config)
 
 Pipeline: ``capture`` (torch.fx trace + shape propagation + constructor extraction) -> ``lower``
 (per-op lowerings in ``lowerings`` build lazy pointwise expressions and kernels, with prologue and

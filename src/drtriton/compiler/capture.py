@@ -263,7 +263,9 @@ def _aliases(tree: ast.Module) -> dict[str, str]:
     for stmt in tree.body:
         if isinstance(stmt, ast.Import):
             for a in stmt.names:
-                aliases[a.asname or a.name.split(".")[0]] = a.name if a.asname else a.name.split(".")[0]
+                aliases[a.asname or a.name.split(".")[0]] = (
+                    a.name if a.asname else a.name.split(".")[0]
+                )
         elif isinstance(stmt, ast.ImportFrom) and stmt.module:
             for a in stmt.names:
                 aliases[a.asname or a.name] = f"{stmt.module}.{a.name}"
@@ -295,7 +297,11 @@ def extract_init(source: str) -> tuple[str, str]:
             defs[stmt.name] = stmt
         elif isinstance(stmt, ast.FunctionDef) and stmt.name not in PROGRAM_FUNCTIONS:
             defs[stmt.name] = stmt
-        elif isinstance(stmt, ast.Assign) and len(stmt.targets) == 1 and isinstance(stmt.targets[0], ast.Name):
+        elif (
+            isinstance(stmt, ast.Assign)
+            and len(stmt.targets) == 1
+            and isinstance(stmt.targets[0], ast.Name)
+        ):
             try:
                 ast.literal_eval(stmt.value)
             except ValueError:

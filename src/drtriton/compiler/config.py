@@ -22,7 +22,8 @@ class CompilerConfig:
     max_window_recompute: a computed input of a pooling, convolution or (strict) matmul kernel is
     re-evaluated at every read, and kernels with windows or tiles read each input element many
     times. It is materialised first when its cost (``ir.op_cost``: 1 per operator, 4 per special
-    function) times the reads of each element exceeds this (``float("inf")``: always fused, as before this setting existed).
+    function) times the reads of each element exceeds this (``float("inf")``: always fused, as
+    before this setting existed).
     precision: what GPU matrix products and convolutions may round to: ``fp32`` (3xTF32
     tensor-core products, as accurate as fp32: the judge's ``hardened`` preset) or ``tf32`` (one
     TF32 product: the ``tf32`` preset, against baselines that also run TF32). The interpreter

@@ -17,15 +17,14 @@ import os
 import sys
 from pathlib import Path
 
+from drtriton import devices
+
 
 def resolve_device(device: str) -> str:
-    if device == "auto":
-        import torch
-
-        return "cuda" if torch.cuda.is_available() else "cpu"
-    if device not in ("cpu", "cuda"):
+    """``--device``: ``auto`` (a GPU when one is visible), ``cpu`` or ``cuda``."""
+    if device not in ("auto", "cpu", "cuda"):
         raise ValueError(f"--device must be auto, cpu or cuda, got {device!r}")
-    return device
+    return devices.resolve_device(device)
 
 
 def compile_in_child(source: str, mode: str, device: str, tune: bool = True,
@@ -95,9 +94,18 @@ def _faster_of(source: str, hybrid: dict, strict: dict) -> dict:
                                        "chose": "strict" if chosen is strict else "hybrid"}}
 
 
-def convert(program: str, out: str | None = None, device: str = "auto", mode: str = "strict",
-            verify: bool = True, echo=print, search: bool = False, search_budget: dict | None = None,
-            progress=None, judge_options: dict | None = None) -> int:
+def convert(
+    program: str,
+    out: str | None = None,
+    device: str = "auto",
+    mode: str = "strict",
+    verify: bool = True,
+    echo=print,
+    search: bool = False,
+    search_budget: dict | None = None,
+    progress=None,
+    judge_options: dict | None = None,
+) -> int:
     """Run the whole command; returns the exit status. ``search_budget``: ``SearchConfig`` fields
     (max_fragment_ops, wall_time_s, candidates_per_fragment, cache_path) for ``search``;
     ``progress(message)`` hears the search's steps (default: none); ``judge_options``: extra
@@ -170,12 +178,17 @@ def _search(program: str, source: str, out: str | None, mode: str, device: str, 
     if device == "cpu":
         echo("searching for correctness only: no GPU, so candidates are verified but not timed")
     try:
-        report = search(source, SearchConfig(device=device, mode=mode, **budget), on_progress=progress)
+        report = search(
+            source, SearchConfig(device=device, mode=mode, **budget), on_progress=progress
+        )
     except ProgramError as exc:
         echo(f"error: {program}: {exc}")
         return 2
-    echo(f"search: {report.fragments_tried} fragments, {report.candidates_judged} candidates judged, "
-         f"{report.cache_hits} cached, {report.wall_s:.1f} s; chose the {report.chosen} candidate")
+    echo(
+        f"search: {report.fragments_tried} fragments, "
+        f"{report.candidates_judged} candidates judged, "
+        f"{report.cache_hits} cached, {report.wall_s:.1f} s; chose the {report.chosen} candidate"
+    )
     for note in report.notes:
         echo(f"note: {note}")
     if report.source is None:

@@ -307,7 +307,9 @@ def cast(x: Expr, dtype: torch.dtype) -> Expr:
     if x.dtype == dtype:
         return x
     if isinstance(x, Const):
-        value = bool(x.value) if dtype == torch.bool else (float if is_float(dtype) else int)(x.value)
+        value = (
+            bool(x.value) if dtype == torch.bool else (float if is_float(dtype) else int)(x.value)
+        )
         return Const(x.shape, dtype, value)
     return Op(x.shape, dtype, "cast", (x,), ())
 

@@ -129,7 +129,9 @@ class Lowering(Reductions):
                 self.env[node] = self.lower_node(node)
             except Unsupported as exc:
                 line, text = node_line(node, self.cap.lines)
-                raise UnsupportedOperatorError(_label(node, self.cap.gm), line, text, str(exc)) from exc
+                raise UnsupportedOperatorError(
+                    _label(node, self.cap.gm), line, text, str(exc)
+                ) from exc
             except UnsupportedOperatorError:
                 raise
             except Exception as exc:  # a lowering bug must never produce a program
@@ -232,11 +234,15 @@ class Lowering(Reductions):
                 try:
                     t = self.cap.gm.get_buffer(target)
                 except AttributeError as exc:
-                    raise Unsupported(f"tensor attribute {target} is not a parameter or buffer") from exc
+                    raise Unsupported(
+                        f"tensor attribute {target} is not a parameter or buffer"
+                    ) from exc
             if _traced(self.cap.model, target):
                 return self._traced_constant(target, t)
             var = "p_" + target.replace(".", "_")
-            path = "self" + "".join(f".{p}" if p.isidentifier() else f"[{p}]" for p in target.split("."))
+            path = "self" + "".join(
+                f".{p}" if p.isidentifier() else f"[{p}]" for p in target.split(".")
+            )
             self.prog.body.append(f"{var} = {path}.contiguous()")
             self.params[target] = var
             self.shapes[var] = (tuple(t.shape), t.dtype)
@@ -305,7 +311,9 @@ class Lowering(Reductions):
             kk.source = kk.source.replace("KERNEL_NAME", k.name)
             if self._wide():
                 # past 2**31 elements int32 index arithmetic wraps: start it in int64
-                kk.source = re.sub(r"tl\.program_id\((\d)\)", r"tl.program_id(\1).to(tl.int64)", kk.source)
+                kk.source = re.sub(
+                    r"tl\.program_id\((\d)\)", r"tl.program_id(\1).to(tl.int64)", kk.source
+                )
             self._apply_tuning(kk)
             self.prog.body.append(kk.launch())
             self.prog.kernels.append(kk)
@@ -393,7 +401,9 @@ class Lowering(Reductions):
         for i, (src, v) in enumerate(zip(srcs, vals, strict=True)):
             line, text = node_line(src, self.cap.lines) if isinstance(src, fx.Node) else (0, "")
             if isinstance(v, Missing):
-                raise UnsupportedOperatorError(_label(src, self.cap.gm), line, text, f"returns {v.what}")
+                raise UnsupportedOperatorError(
+                    _label(src, self.cap.gm), line, text, f"returns {v.what}"
+                )
             if not isinstance(v, ir.Expr):
                 raise UnsupportedOperatorError("output", line, text, "non-tensor output")
             self.extra_live = [o for j, o in enumerate(vals) if j > i and isinstance(o, ir.Expr)]
@@ -415,7 +425,9 @@ class Lowering(Reductions):
                                    load.shape, load.dtype)
             self.flush(load.buf)
             base_shape = self.shapes[load.buf][0]
-            outs.append(load.buf if base_shape == load.shape else f"{load.buf}.view({load.shape!r})")
+            outs.append(
+                load.buf if base_shape == load.shape else f"{load.buf}.view({load.shape!r})"
+            )
         self.prog.body.append("return " + (outs[0] if single else "(" + ", ".join(outs) + ",)"))
         return None
 
@@ -521,8 +533,10 @@ def _is_view(node: fx.Node) -> bool:
         return node.target in VIEW_METHODS
     if node.op == "call_function":
         return node.target in VIEW_FUNCTIONS
-    return node.op == "call_module" and type(node.graph.owning_module.get_submodule(node.target)) in (
-        torch.nn.Flatten, torch.nn.Unflatten, torch.nn.Identity)
+    if node.op != "call_module":
+        return False
+    module = node.graph.owning_module.get_submodule(node.target)
+    return type(module) in (torch.nn.Flatten, torch.nn.Unflatten, torch.nn.Identity)
 
 
 def _reachable(e: ir.Expr) -> set[int]:

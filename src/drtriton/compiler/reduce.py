@@ -61,8 +61,9 @@ class Reductions:
         if split:
             out = self._split_reduce(kind, x, dims[0], split, kept, dtype)
         else:
-            out = self.kernel(lambda w, o, x=x, dims=dims: kernels.rowwise(w, kind, x, dims, o, **kw),
-                              kept, dtype)
+            out = self.kernel(
+                lambda w, o, x=x, dims=dims: kernels.rowwise(w, kind, x, dims, o, **kw), kept, dtype
+            )
         if keepdim:
             return ir.reshape(out, tuple(1 if d in dims else s for d, s in enumerate(x.shape)))
         return out
@@ -158,11 +159,15 @@ class Reductions:
         if not ir.is_float(x.dtype):
             x = ir.cast(x, torch.float32)
         rank = len(x.shape)
-        dims = tuple(sorted({d % max(rank, 1) for d in ((dims,) if isinstance(dims, int) else dims)}))
+        dims = tuple(
+            sorted({d % max(rank, 1) for d in ((dims,) if isinstance(dims, int) else dims)})
+        )
         if self._row_split("sum", x.shape, dims):
             return self._rowfull_split(kind, x, dims, **kw)
         self.flush_expr(x)
-        return self.kernel(lambda w, o, x=x: kernels.rowwise(w, kind, x, dims, o, **kw), x.shape, x.dtype)
+        return self.kernel(
+            lambda w, o, x=x: kernels.rowwise(w, kind, x, dims, o, **kw), x.shape, x.dtype
+        )
 
     def _rowfull_split(self, kind: str, x: ir.Expr, dims: tuple[int, ...], eps: float = 1e-5,
                        **_) -> ir.Expr:

@@ -71,7 +71,8 @@ def _unary(name: str, fn: str) -> Callable[[ShapeBuilder, list[TensorVar]], Appl
 
 # ----------------------------------------------------------------------------- along a dim
 def _pick_dim(sb: ShapeBuilder, x: TensorVar) -> int:
-    """A dim to reduce or scan along, avoiding dims fixed to 1 (e.g. kept by an earlier reduction)."""
+    """A dim to reduce or scan along, avoiding dims fixed to 1 (e.g. kept by an earlier
+    reduction)."""
     free = [i for i, d in enumerate(x.dims) if not isinstance(d, int) or d > 1]
     return sb.rng.choice(free or list(range(x.rank)))
 
@@ -224,7 +225,8 @@ def _pool(nd: int, kind: str):
 
         def text(v: Value, a: Sequence[str]) -> str:
             extra = f", dilation={v(dil)}" if kind == "max" else ""
-            return f"{fn}({a[0]}, kernel_size={v(kernel)}, stride={v(stride)}, padding={v(pad)}{extra})"
+            return (f"{fn}({a[0]}, kernel_size={v(kernel)}, stride={v(stride)}, "
+                    f"padding={v(pad)}{extra})")
 
         return Applied(out, text, flops)
 
@@ -326,7 +328,8 @@ def _catalogue() -> tuple[OpSpec, ...]:
         ops.append(OpSpec(name, category, arity, tuple(ranks), same_rank, fn, weight, build))
 
     for name, fn in [("Add", "torch.add"), ("Sub", "torch.sub"), ("Mul", "torch.mul"),
-                     ("Div", "torch.div"), ("Maximum", "torch.maximum"), ("Minimum", "torch.minimum")]:  # fmt: skip
+                     ("Div", "torch.div"), ("Maximum", "torch.maximum"),
+                     ("Minimum", "torch.minimum")]:  # fmt: skip
         add(name, "elementwise", 2, ALL_RANKS, fn, _nary(fn, 1), 1)
     add("Lerp", "elementwise", 3, ALL_RANKS, "torch.lerp", _nary("torch.lerp", 3), 3)
 

@@ -55,7 +55,7 @@ from drtriton.search.fragments import (
 __all__ = [
     "FRAGMENT_INPUT_SETS", "FRAGMENT_REPETITIONS", "FRAGMENT_TIMING_BUDGET_S", "FRAGMENT_TRIALS",
     "Choice", "Fragment", "Generator", "SearchConfig", "SearchReport", "Traced", "VerdictCache",
-    "best_cover", "boundary_numel", "cache_environment", "compiler_generator", "compose", "fragment_judge_config",
-    "is_free", "judging_settings", "make_fragment", "policy_generator", "search", "segments",
-    "trace", "verdict_cost", "write_report",
+    "best_cover", "boundary_numel", "cache_environment", "compiler_generator", "compose",
+    "fragment_judge_config", "is_free", "judging_settings", "make_fragment", "policy_generator",
+    "search", "segments", "trace", "verdict_cost", "write_report",
 ]

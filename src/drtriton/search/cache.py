@@ -11,7 +11,8 @@ from drtriton.judge import JudgeConfig, Verdict
 
 
 class VerdictCache:
-    """SQLite cache of verdicts keyed by (reference, candidate, device, versions, judge settings)."""
+    """SQLite cache of verdicts keyed by (reference, candidate, device, versions, judge
+    settings)."""
 
     def __init__(self, path: str | None, environment: dict) -> None:
         self.db = sqlite3.connect(path) if path else None

@@ -73,9 +73,8 @@ def compose(traced: Traced, choices: Sequence[Choice]) -> str:
     for k, choice in enumerate(choices):
         frag_imports, body = _rename_apart(choice.candidate, f"_f{k}_")
         imports += [i for i in frag_imports if i not in imports]
-        parts.append(
-            f"# ---- fragment {k}: nodes {choice.fragment.start}..{choice.fragment.stop - 1}\n{body}"
-        )
+        nodes = f"{choice.fragment.start}..{choice.fragment.stop - 1}"
+        parts.append(f"# ---- fragment {k}: nodes {nodes}\n{body}")
         outs = ", ".join(choice.fragment.outputs)  # a tuple-returning fragment unpacks
         lines.append(f"        {outs} = self.f{k}({', '.join(choice.fragment.inputs)})")
     result = [n for n in traced.graph.nodes if n.op == "output"][0].args[0]
@@ -102,7 +101,10 @@ def _constructor_lines(traced: Traced, count: int) -> str:
         return "\n".join(f"        self.f{k} = _f{k}_ModelNew()" for k in range(count))
     lines = ["        rng = torch.get_rng_state()"]
     for k in range(count):
-        lines += ["        torch.set_rng_state(rng)", f"        self.f{k} = _f{k}_ModelNew(*init_inputs)"]
+        lines += [
+            "        torch.set_rng_state(rng)",
+            f"        self.f{k} = _f{k}_ModelNew(*init_inputs)",
+        ]
         if k:
             lines.append(f"        _share_parameters(self.f0, self.f{k})")
     return "\n".join(lines)

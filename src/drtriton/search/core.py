@@ -6,16 +6,18 @@ from __future__ import annotations
 import dataclasses
 import json
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 import torch
 
+from drtriton.devices import device_kind
 from drtriton.judge import JudgeConfig, JudgePool, Verdict
 from drtriton.search.cache import VerdictCache, judging_settings
 from drtriton.search.compose import Choice, best_cover, compose, verdict_cost
-from drtriton.search.fragments import make_fragment, segments, trace
+from drtriton.search.fragments import Traced, make_fragment, segments, trace
 
 Generator = Callable[[str], list[str]]  # fragment source -> candidate sources
 
@@ -107,7 +109,7 @@ def compiler_generator(mode: str, device: str, precision: str = "fp32") -> Gener
     preset's (``JudgeConfig.precision``)."""
     from drtriton.compiler import CompilerConfig, compile_program, kernel_body
 
-    target = "cuda" if device.startswith("cuda") else "cpu"
+    target = device_kind(device)
     modes = ("strict", "hybrid") if mode == "hybrid" else ("strict",)
     configs = [
         CompilerConfig(mode=m, device=target, max_window_recompute=recompute, precision=precision)
@@ -215,6 +217,40 @@ def _best_candidate(
     return best
 
 
+class _Budget:
+    """The search's wall-time budget, counted from its start."""
+
+    def __init__(self, wall_time_s: float) -> None:
+        self.wall_time_s = wall_time_s
+        self.started = time.perf_counter()
+
+    def spent_s(self) -> float:
+        return time.perf_counter() - self.started
+
+    def fits(self, still_needed_s: float) -> bool:
+        """Whether work expected to take ``still_needed_s`` more ends within the budget. Before a
+        fragment range that is the longest range so far plus the longest whole-program verdict
+        (what the composed program's verdict costs): the range in flight and the composed verdict
+        must fit too, not only the range's start."""
+        return self.spent_s() + still_needed_s <= self.wall_time_s
+
+
+@dataclass(frozen=True)
+class _Outcome:
+    """What a search found and spent, before its two contestants are ranked."""
+
+    whole: tuple[str, Verdict] | None  # the best whole-program candidate and its verdict
+    composed_source: str | None
+    composed: Verdict | None
+    cover: Sequence[Choice]  # the fragments composed
+    fragments_tried: int
+    candidates_judged: int
+    cache_hits: int
+    wall_s: float
+    timed: bool
+    notes: list[str]
+
+
 def search(
     reference: str,
     config: SearchConfig | None = None,
@@ -230,104 +266,142 @@ def search(
     there, and compiling every fragment's reference would dominate the search's cost.
     ``on_progress(message)`` hears what the search is judging: a GPU search takes minutes.
     """
-    say = on_progress or (lambda message: None)
     config = config or SearchConfig()
-    started = time.perf_counter()
-    judge_config = config.judge_config()
-    device = judge_config.resolved_device()
+    budget = _Budget(config.wall_time_s)
+    device = config.judge_config().resolved_device()
     precision = JudgeConfig(preset=config.preset).precision
     generators = list(generators) if generators else [
         compiler_generator(config.mode, device, precision)]
+    with _judges(config, device, pool, fragment_pool) as (judge, fragment_judge):
+        steps = _Search(config, generators, judge, fragment_judge, budget, on_progress)
+        steps.run(reference)
+    # counted once the pools are closed: closing them is part of the search's time
+    return _report(_Outcome(
+        whole=steps.whole, composed_source=steps.composed_source, composed=steps.composed,
+        cover=steps.cover or [], fragments_tried=steps.tried,
+        candidates_judged=judge.calls + fragment_judge.calls,
+        cache_hits=judge.hits + fragment_judge.hits,
+        wall_s=budget.spent_s(), timed=device.startswith("cuda"), notes=steps.notes,
+    ))
+
+
+@contextmanager
+def _judges(
+    config: SearchConfig, device: str, pool: JudgePool | None, fragment_pool: JudgePool | None,
+) -> Iterator[tuple[_Judge, _Judge]]:
+    """The whole-program and the fragment judge over one cache, on the pools given or on pools
+    of their own (closed on exit); without a fragment pool, fragments are judged by ``pool``."""
     own_pool = pool is None
-    pool = pool or JudgePool(judge_config, config.judge_workers)
+    pool = pool or JudgePool(config.judge_config(), config.judge_workers)
     own_fragment_pool = fragment_pool is None and own_pool
     if own_fragment_pool:
         fragment_pool = JudgePool(config.fragment_judge_config(), config.judge_workers)
-    cache = VerdictCache(config.cache_path, cache_environment(config, device))
-    judge = _Judge(pool, cache)
-    fragment_judge = _Judge(fragment_pool or pool, cache)
-    notes: list[str] = []
     try:
-        say("judging the whole-program candidates")
-        skipped: list[str] = []
-        whole = _best_candidate(judge, reference, _propose(generators, reference, config),
-                                lambda: not _out_of_time(config, started, judge.longest_s), skipped)
-        if skipped:
-            notes.append(f"{len(skipped)} whole-program candidates not judged: wall-time budget")
-        traced = trace(reference)
-        choices: dict[tuple[int, int], Choice] = {}
-        tried = 0
-        searchable = not traced.has_parameters or traced.constructor is not None
-        if not searchable:
-            notes.append("the constructor cannot be copied into fragments: searched whole")
-        else:
-            longest_range_s = 0.0
-            for start, stop in segments(traced, config.max_fragment_ops):
-                if _out_of_time(config, started, judge.longest_s + longest_range_s):
-                    notes.append(f"wall-time budget of {config.wall_time_s:.0f} s reached")
-                    break
-                fragment = make_fragment(traced, start, stop)
-                if fragment is None:
-                    continue
-                tried += 1
-                say(f"fragment {tried}: nodes {start}-{stop - 1} of {len(traced.nodes)}, "
-                    f"{time.perf_counter() - started:.0f} of {config.wall_time_s:.0f} s spent")
-                range_started = time.perf_counter()
-                found = _best_candidate(
-                    fragment_judge, fragment.source, _propose(generators, fragment.source, config),
-                    lambda: not _out_of_time(config, started, fragment_judge.longest_s + judge.longest_s),
-                )
-                longest_range_s = max(longest_range_s, time.perf_counter() - range_started)
-                if found:
-                    choices[(start, stop)] = Choice(fragment, *found)
-        cover = best_cover(len(traced.nodes), choices) if choices else None
-        composed_src = compose(traced, cover) if cover else None
-        if composed_src:
-            say(f"judging the composition of {len(cover)} fragments")
-        composed = judge(reference, composed_src) if composed_src else None
-        if cover is None and searchable:
-            notes.append("no cover of the program by verified fragments")
+        cache = VerdictCache(config.cache_path, cache_environment(config, device))
+        yield _Judge(pool, cache), _Judge(fragment_pool or pool, cache)
     finally:
         if own_pool:
             pool.close()
         if own_fragment_pool:
             fragment_pool.close()
-    counts = (judge.calls + fragment_judge.calls, judge.hits + fragment_judge.hits)
-    return _report(
-        whole, composed_src, composed, cover or [], tried, counts, started, device, notes
-    )
 
 
-def _out_of_time(config: SearchConfig, started: float, still_needed_s: float) -> bool:
-    """Whether another fragment range would overrun the wall-time budget. ``still_needed_s``: the
-    longest range so far plus the longest whole-program verdict, which is what the composed
-    program's verdict costs (on the H200, with a budget that only stopped new ranges, searches ran
-    156 to 329 s against budgets of 150 to 220 s)."""
-    return time.perf_counter() - started + still_needed_s > config.wall_time_s
+class _Search:
+    """One search's steps: the whole-program candidates, the fragment loop, the composition."""
+
+    def __init__(self, config: SearchConfig, generators: Sequence[Generator], judge: _Judge,
+                 fragment_judge: _Judge, budget: _Budget,
+                 on_progress: Callable[[str], None] | None) -> None:
+        self.config, self.generators, self.budget = config, generators, budget
+        self.judge, self.fragment_judge = judge, fragment_judge
+        self.say = on_progress or (lambda message: None)
+        self.notes: list[str] = []
+        self.whole: tuple[str, Verdict] | None = None
+        self.composed_source: str | None = None
+        self.composed: Verdict | None = None
+        self.cover: list[Choice] | None = None  # None: no cover by verified fragments
+        self.tried = 0
+
+    def run(self, reference: str) -> None:
+        self.say("judging the whole-program candidates")
+        self.whole = self._judge_whole(reference)
+        traced = trace(reference)
+        searchable = not traced.has_parameters or traced.constructor is not None
+        if not searchable:
+            self.notes.append("the constructor cannot be copied into fragments: searched whole")
+        choices = self._fragments(traced) if searchable else {}
+        self._compose(reference, traced, choices)
+        if self.cover is None and searchable:
+            self.notes.append("no cover of the program by verified fragments")
+
+    def _judge_whole(self, reference: str) -> tuple[str, Verdict] | None:
+        skipped: list[str] = []
+        judge = self.judge
+        whole = _best_candidate(judge, reference, self._propose(reference),
+                                lambda: self.budget.fits(judge.longest_s), skipped)
+        if skipped:
+            self.notes.append(
+                f"{len(skipped)} whole-program candidates not judged: wall-time budget")
+        return whole
+
+    def _fragments(self, traced: Traced) -> dict[tuple[int, int], Choice]:
+        """The best verified candidate of each fragment range, while the budget lasts."""
+        choices: dict[tuple[int, int], Choice] = {}
+        longest_range_s = 0.0
+        wall_time_s = self.config.wall_time_s
+        for start, stop in segments(traced, self.config.max_fragment_ops):
+            if not self.budget.fits(self.judge.longest_s + longest_range_s):
+                self.notes.append(f"wall-time budget of {wall_time_s:.0f} s reached")
+                break
+            fragment = make_fragment(traced, start, stop)
+            if fragment is None:
+                continue
+            self.tried += 1
+            self.say(f"fragment {self.tried}: nodes {start}-{stop - 1} of {len(traced.nodes)}, "
+                     f"{self.budget.spent_s():.0f} of {wall_time_s:.0f} s spent")
+            range_started = time.perf_counter()
+            found = _best_candidate(
+                self.fragment_judge, fragment.source, self._propose(fragment.source),
+                lambda: self.budget.fits(self.fragment_judge.longest_s + self.judge.longest_s),
+            )
+            longest_range_s = max(longest_range_s, time.perf_counter() - range_started)
+            if found:
+                choices[(start, stop)] = Choice(fragment, *found)
+        return choices
+
+    def _compose(self, reference: str, traced: Traced,
+                 choices: dict[tuple[int, int], Choice]) -> None:
+        """Judge the best cover of the program by verified fragments, composed, if there is one."""
+        self.cover = best_cover(len(traced.nodes), choices) if choices else None
+        if not self.cover:
+            return
+        self.composed_source = compose(traced, self.cover)
+        if self.composed_source:
+            self.say(f"judging the composition of {len(self.cover)} fragments")
+            self.composed = self.judge(reference, self.composed_source)
+
+    def _propose(self, source: str) -> list[str]:
+        candidates: list[str] = []
+        for generate in self.generators:
+            candidates += [c for c in generate(source) if c not in candidates]
+        return candidates[: self.config.candidates_per_fragment]
 
 
-def _propose(generators: Sequence[Generator], source: str, config: SearchConfig) -> list[str]:
-    candidates: list[str] = []
-    for generate in generators:
-        candidates += [c for c in generate(source) if c not in candidates]
-    return candidates[: config.candidates_per_fragment]
-
-
-def _report(
-    whole, composed_src, composed, cover, tried, counts, started, device, notes
-) -> SearchReport:
+def _report(outcome: _Outcome) -> SearchReport:
+    whole, composed = outcome.whole, outcome.composed
     options = []
     if whole is not None:
         options.append(("whole", whole[0], whole[1]))
     if composed is not None and composed.ok:
-        options.append(("composed", composed_src, composed))
+        options.append(("composed", outcome.composed_source, composed))
     if options:
         rank = _ranking([verdict for _, _, verdict in options])
         chosen, source, verdict = min(options, key=lambda o: rank(o[2]))
     else:
         chosen, source, verdict = "none", None, composed
     segmentation = (
-        [[c.fragment.start, c.fragment.stop] for c in cover] if chosen == "composed" else []
+        [[c.fragment.start, c.fragment.stop] for c in outcome.cover] if chosen == "composed"
+        else []
     )
     return SearchReport(
         status=verdict.status if verdict else "incorrect",
@@ -337,12 +411,12 @@ def _report(
         whole_verdict=whole[1] if whole else None,
         composed_verdict=composed,
         segmentation=segmentation,
-        fragments_tried=tried,
-        candidates_judged=counts[0],
-        cache_hits=counts[1],
-        wall_s=round(time.perf_counter() - started, 3),
-        timed=device.startswith("cuda"),
-        notes=notes,
+        fragments_tried=outcome.fragments_tried,
+        candidates_judged=outcome.candidates_judged,
+        cache_hits=outcome.cache_hits,
+        wall_s=round(outcome.wall_s, 3),
+        timed=outcome.timed,
+        notes=outcome.notes,
     )
 
 

@@ -273,6 +273,9 @@ def least_cost_cover(n: int, costs: dict[tuple[int, int], float]) -> list[tuple[
 
 def boundary_numel(traced: Traced, start: int, stop: int) -> int:
     """Elements crossing the boundary of nodes [start, stop): the inputs it reads from outside and
-    the outputs used later. A fragment verdict moves them around; a composition materialises them."""
+    the outputs used later. A fragment verdict moves them around; a composition materialises
+    them."""
     inputs, outputs = _boundary(traced.nodes[start:stop])
-    return sum(math.prod(meta.shape) for meta in map(_tensor_meta, inputs + outputs) if meta is not None)
+    return sum(
+        math.prod(meta.shape) for meta in map(_tensor_meta, inputs + outputs) if meta is not None
+    )

@@ -10,8 +10,8 @@ solver takes the first feasible solution of a fixed search that picks values at 
 (``SELECT_RANDOM_HALF``), seeded from the program's seed, so different seeds give different shapes
 and the same seed gives the same bytes.
 
-Programs are then run (small scale, or any scale on a GPU) and kept only if their outputs are finite,
-not constant and depend on every input; a rejected draw is replaced by the next attempt.
+Programs are then run (small scale, or any scale on a GPU) and kept only if their outputs are
+finite, not constant and depend on every input; a rejected draw is replaced by the next attempt.
 
 Layout: ``records`` (config, JSONL records), ``dag`` (operators, DAG, CP-SAT shapes, source),
 ``filters`` (the quality checks), ``driver`` (seeded draws, workers).

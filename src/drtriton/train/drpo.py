@@ -31,7 +31,8 @@ def speed_reward(speedup: float | None) -> float:
 
 
 def speed_weights(speed: torch.Tensor, lam: float) -> torch.Tensor:
-    """w = softmax(r_s / lambda); lambda = 0 keeps only the fastest (ties share), inf ignores speed."""
+    """w = softmax(r_s / lambda); lambda = 0 keeps only the fastest (ties share), inf ignores
+    speed."""
     if math.isinf(lam):
         return torch.full_like(speed, 1.0 / speed.numel())
     if lam == 0:

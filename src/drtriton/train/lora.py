@@ -16,7 +16,9 @@ def lora_config(rank: int):
 
     if rank < 1:
         raise ValueError(f"lora rank must be >= 1, got {rank}")
-    return LoraConfig(r=rank, lora_alpha=2 * rank, target_modules="all-linear", task_type="CAUSAL_LM")
+    return LoraConfig(
+        r=rank, lora_alpha=2 * rank, target_modules="all-linear", task_type="CAUSAL_LM"
+    )
 
 
 def with_adapters(model, rank: int, adapters: Path | None = None):

@@ -4,7 +4,8 @@ Each pair becomes a conversational prompt-completion example: the prompt is
 ``drtriton.policy.build_messages(source)`` (the same prompt RL and inference use), the completion
 is the teacher's answer. TRL masks the prompt tokens (``completion_only_loss``). With ``lora``
 the adapters are merged at the end, so ``out`` is always a plain checkpoint directory.
-Multi-GPU: run under ``accelerate launch --config_file configs/accelerate_*.yaml`` (docs/training.md).
+Multi-GPU: run under ``accelerate launch --config_file configs/accelerate_*.yaml``
+(docs/training.md).
 
     drtriton sft --model runs/tiny --pairs pairs.jsonl --out runs/sft --max-steps 20
 """

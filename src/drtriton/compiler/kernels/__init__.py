@@ -1,4 +1,5 @@
-"""Triton kernel templates, one module per family: each writes the source of one ``@triton.jit`` kernel.
+"""Triton kernel templates, one module per family: each writes the source of one
+``@triton.jit`` kernel.
 
 A ``Writer`` holds one kernel under construction. Templates (``pointwise``, ``rowwise``, ``scan``,
 ``matmul``, ``conv``, ``pool``) lay out the iteration space and call ``Writer.ev`` to evaluate the
@@ -26,5 +27,6 @@ from drtriton.compiler.kernels.writer import (
 
 __all__ = [
     "CPU_BLOCKS", "CUDA_BLOCKS", "HELPERS", "TL_DTYPES", "Blocks", "ConvSpec", "Epilogue", "Kernel",
-    "Writer", "conv", "conv_channels_last", "matmul", "next_pow2", "pointwise", "pool", "rowwise", "scan",
+    "Writer", "conv", "conv_channels_last", "matmul", "next_pow2", "pointwise", "pool", "rowwise",
+    "scan",
 ]

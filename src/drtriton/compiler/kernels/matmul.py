@@ -55,7 +55,9 @@ def finish_tiles(w: Writer, M: int, N: int, K: int, grid_z: int, loop_k: int | N
     if w.blocks.tune:
         return w.finish(_tile_grid(M, N, grid_z, flat), {}, M * N * K, _mm_tune(M, N, K))
     bm, bn, bk = _mm_consts(w, M, N, loop_k or K)
-    return w.finish(_tile_grid(M, N, grid_z, flat, bm, bn), {"BM": bm, "BN": bn, "BK": bk}, M * N * K, None)
+    return w.finish(
+        _tile_grid(M, N, grid_z, flat, bm, bn), {"BM": bm, "BN": bn, "BK": bk}, M * N * K, None
+    )
 
 
 def _tile_grid(M: int, N: int, grid_z: int, flat: bool, bm: int = 0, bn: int = 0) -> str:
@@ -64,7 +66,11 @@ def _tile_grid(M: int, N: int, grid_z: int, flat: bool, bm: int = 0, bn: int = 0
     tn = str(-(-N // bn)) if bn else f'triton.cdiv({N}, META["BN"])'
     if bm and bn:
         return f"({int(tm) * int(tn)}, 1, {grid_z})" if flat else f"({tm}, {tn}, {grid_z})"
-    return f"lambda META: ({tm} * {tn}, 1, {grid_z})" if flat else f"lambda META: ({tm}, {tn}, {grid_z})"
+    return (
+        f"lambda META: ({tm} * {tn}, 1, {grid_z})"
+        if flat
+        else f"lambda META: ({tm}, {tn}, {grid_z})"
+    )
 
 
 def flat_tile_ids(w: Writer, M: int) -> None:
@@ -138,7 +144,9 @@ def finish_narrow(w: Writer, M: int, N: int, K: int, grid_z: int, loop_k: int,
         configs = [tune_config({"BM": bm, "BN": bn, "BK": bk}, 4) for bm, bk in shapes]
         return w.finish(_tile_grid(M, N, grid_z, flat, bn=bn), {}, M * N * K, configs)
     bm, bk = max(16, min(32, next_pow2(M))), max(16, min(32, next_pow2(loop_k)))
-    return w.finish(_tile_grid(M, N, grid_z, flat, bm, bn), {"BM": bm, "BN": bn, "BK": bk}, M * N * K, None)
+    return w.finish(
+        _tile_grid(M, N, grid_z, flat, bm, bn), {"BM": bm, "BN": bn, "BK": bk}, M * N * K, None
+    )
 
 
 SKINNY_MAX_K = 32  # reductions up to this length unroll in the skinny-matmul kernel

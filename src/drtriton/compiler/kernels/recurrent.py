@@ -35,7 +35,8 @@ def step_kernel(cell: str, name: str, batch: int, hidden: int, precision: str) -
         f"    x{q} = tl.load(gx_ptr + t * {B * gates * H} + rb[:, None] * {gates * H} + "
         f"{q * H} + rj[None, :], mask=tile, other=0)" for q in range(gates))
     if cell == "lstm":
-        update = f"""    c_prev = tl.load(c_ptr + rb[:, None] * {H} + rj[None, :], mask=tile, other=0)
+        update = f"""\
+    c_prev = tl.load(c_ptr + rb[:, None] * {H} + rj[None, :], mask=tile, other=0)
     i = tl.sigmoid(x0 + a0)
     f = tl.sigmoid(x1 + a1)
     g = _tanh(x2 + a2)

@@ -68,8 +68,9 @@ def resample_kernel(w: Writer, x: ir.Expr, axes: tuple[Axis, ...], shape: ir.Sha
 
 
 def _taps(w: Writer, a: Axis, o: str, itype: str) -> list[tuple[str, str | None]]:
-    """(index, weight) of each tap of output index ``o`` along axis ``a`` (weight None: one
-    tap). The float32 formulas are those ``lowerings.resample._emulate`` mirrors, operation for operation."""
+    """(index, weight) of each tap of output index ``o`` along axis ``a`` (weight None: one tap).
+    The float32 formulas are those ``lowerings.resample._emulate`` mirrors, operation for
+    operation."""
     if o == "0":  # a single output index: the emulated values themselves
         if a.two and a.src1[0] != a.src[0] and a.lam[0]:
             return [(str(a.src[0]), repr(1.0 - a.lam[0])), (str(a.src1[0]), repr(a.lam[0]))]

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
 import torch
 
 from drtriton.compiler import ir
@@ -9,9 +12,7 @@ from drtriton.compiler.kernels.writer import TL_DTYPES, Kernel, Writer, finish_1
 
 COLUMN_BR = 64  # reduced elements per loop step of a column reduction (GPU)
 
-
-ROW_KINDS = {"sum", "mean", "amax", "amin", "argmax", "argmin", "var", "norm2",
-             "softmax", "log_softmax", "normalize"}
+FDT = "tl.float32"  # rows are reduced and normalised in fp32
 
 
 def innermost_dim(shape: ir.Shape) -> int:
@@ -19,145 +20,250 @@ def innermost_dim(shape: ir.Shape) -> int:
     return max((d for d, n in enumerate(shape) if n > 1), default=len(shape) - 1)
 
 
-def rowwise(w: Writer, kind: str, x: ir.Expr, dims: tuple[int, ...], out: str,
-            correction: int = 1, eps: float = 1e-5) -> Kernel:
-    """Reduce ``x`` over ``dims`` (any set), or normalise over them (softmax, norms)."""
-    shape = x.shape
-    kept = [d for d in range(len(shape)) if d not in dims]
-    kshape = tuple(shape[d] for d in kept)
-    rshape = tuple(shape[d] for d in dims)
-    M, R = ir.numel(kshape), ir.numel(rshape)
-    b = w.blocks
-    # On a GPU, a reduction that keeps the innermost dim (a column sum of a row-major matrix)
-    # reads memory along the kept rows: many rows per program, a short loop over the reduced
-    # dims, so each [BM, BR] tile is coalesced along BM (a [1, R] tile would stride by a row).
-    # Size-1 dims do not count: a norm over dim 1 of (1161, 5797, 149, 1) read [1, 8192] tiles at
-    # a stride of 149 floats (3.9 ms on an H200, about 4x its memory time).
-    column = b.tune and innermost_dim(shape) not in dims and R > 1
-    single = R <= b.row_single and not column
-    BR = next_pow2(R) if single else min(next_pow2(R), COLUMN_BR if column else 1024)
-    w.constexprs = ["BM"]
-    w.line("rows = tl.program_id(0) * BM + tl.arange(0, BM)")
-    w.line("rm = rows[:, None]")
-    w.line(f"mmask = rm < {M}")
-    kidx = w.delinearize("rm", kshape)
-    fdt = "tl.float32"
+@dataclass
+class _Rows:
+    """One row-wise kernel being written: each program reduces BM of the M kept rows, reading a
+    row's R reduced elements in chunks of BR (one chunk when ``single``, loaded once). Making one
+    writes the kernel's row indexing."""
 
-    cache: list = []
+    w: Writer
+    x: ir.Expr
+    dims: tuple[int, ...]
+    correction: int
+    eps: float
+    kept: list[int] = field(init=False)
+    kidx: list[str] = field(init=False)
+    M: int = field(init=False)
+    R: int = field(init=False)
+    BR: int = field(init=False)
+    single: bool = field(init=False)
+    column: bool = field(init=False)
+    cache: list = field(init=False, default_factory=list)
 
-    def load_chunk():
+    def __post_init__(self) -> None:
+        shape, w = self.x.shape, self.w
+        self.kept = [d for d in range(len(shape)) if d not in self.dims]
+        self.M, self.R = ir.numel(self.kshape), ir.numel(self.rshape)
+        b = w.blocks
+        # On a GPU, a reduction that keeps the innermost dim (a column sum of a row-major matrix)
+        # reads memory along the kept rows: many rows per program, a short loop over the reduced
+        # dims, so each [BM, BR] tile is coalesced along BM (a [1, R] tile would stride by a
+        # row). Size-1 dims do not count (``innermost_dim``): they change no stride.
+        self.column = b.tune and innermost_dim(shape) not in self.dims and self.R > 1
+        self.single = self.R <= b.row_single and not self.column
+        longest = COLUMN_BR if self.column else 1024
+        self.BR = next_pow2(self.R) if self.single else min(next_pow2(self.R), longest)
+        w.constexprs = ["BM"]
+        w.line("rows = tl.program_id(0) * BM + tl.arange(0, BM)")
+        w.line("rm = rows[:, None]")
+        w.line(f"mmask = rm < {self.M}")
+        self.kidx = w.delinearize("rm", self.kshape)
+        if self.single:
+            w.line("r0 = 0")
+
+    @property
+    def kshape(self) -> ir.Shape:
+        return tuple(self.x.shape[d] for d in self.kept)
+
+    @property
+    def rshape(self) -> ir.Shape:
+        return tuple(self.x.shape[d] for d in self.dims)
+
+    @property
+    def loop(self) -> str | None:
+        """The header of the loop over a row's chunks; None (no loop) for a single chunk."""
+        return None if self.single else f"for r0 in range(0, {self.R}, {self.BR}):"
+
+    def chunk(self) -> tuple[str, list]:
+        """Load the current chunk: its [BM, BR] tile's name and the index of each dim of x."""
         # a row that fits one block is loaded once and reused by every pass
-        if single and cache:
-            return cache[0]
-        out = _load_chunk()
-        if single:
-            cache.append(out)
-        return out
+        if self.single and self.cache:
+            return self.cache[0]
+        loaded = self._load()
+        if self.single:
+            self.cache.append(loaded)
+        return loaded
 
-    def _load_chunk():
-        w.line(f"rr = r0 + tl.arange(0, {BR})[None, :]")
-        w.line(f"mask = mmask & (rr < {R})")
-        ridx = w.delinearize("rr", rshape)
-        idx = [None] * len(shape)
-        for d, i in zip(kept, kidx, strict=True):
+    def _load(self) -> tuple[str, list]:
+        w, x = self.w, self.x
+        w.line(f"rr = r0 + tl.arange(0, {self.BR})[None, :]")
+        w.line(f"mask = mmask & (rr < {self.R})")
+        ridx = w.delinearize("rr", self.rshape)
+        idx = [None] * len(x.shape)
+        for d, i in zip(self.kept, self.kidx, strict=True):
             idx[d] = i
-        for d, i in zip(dims, ridx, strict=True):
+        for d, i in zip(self.dims, ridx, strict=True):
             idx[d] = i
         v = w.ev(x, idx, "mask")
         if ir.is_float(x.dtype) and x.dtype != torch.float32:
-            v = w.tmp(f"{v}.to({fdt})", "v")
+            v = w.tmp(f"{v}.to({FDT})", "v")
         # broadcast to the full tile: a value constant along the row still counts R times
-        v = w.tmp(f"{v} + tl.zeros([BM, {BR}], {TL_DTYPES[torch.float32] if ir.is_float(x.dtype) else 'tl.int64'})", "x")
-        return v, idx
+        tile = TL_DTYPES[torch.float32] if ir.is_float(x.dtype) else "tl.int64"
+        return w.tmp(f"{v} + tl.zeros([BM, {self.BR}], {tile})", "x"), idx
 
-    loop = None if single else f"for r0 in range(0, {R}, {BR}):"
-    if single:
-        w.line("r0 = 0")
+    def sum_of(self, term: Callable[[str], str]) -> str:
+        """One pass summing ``term(chunk)`` over each row; returns the [BM] sum's name."""
+        acc = self.w.tmp(f"tl.zeros([BM], {FDT}) + 0.0", "acc")
+        with self.w.block(self.loop):
+            v, _ = self.chunk()
+            self.w.line(f"{acc} += tl.sum(tl.where(mask, {term(v)}, 0.0), 1)")
+        return acc
 
-    def sum_of(expr_fn, init="0.0"):
-        acc = w.tmp(f"tl.zeros([BM], {fdt}) + {init}", "acc")
-        with w.block(loop):
-            v, idx = load_chunk()
-            w.line(f"{acc} += tl.sum(tl.where(mask, {expr_fn(v)}, 0.0), 1)")
-        return acc, idx
 
-    out_dtype_full = kind in ("softmax", "log_softmax", "normalize")
-    if kind in ("sum", "mean"):
-        acc, _ = sum_of(lambda v: v)
-        res = w.tmp(f"{acc} / {R}" if kind == "mean" else acc, "r")
-    elif kind == "norm2":
-        acc, _ = sum_of(lambda v: f"{v} * {v}")
-        res = w.tmp(f"tl.sqrt({acc})", "r")
-    elif kind in ("amax", "amin"):
-        fn, fill = ("max", '-float("inf")') if kind == "amax" else ("min", 'float("inf")')
-        acc = w.tmp(f"tl.full([BM], {fill}, {fdt})", "acc")
-        with w.block(loop):
-            v, _ = load_chunk()
-            w.line(f"{acc} = tl.{fn}imum({acc}, tl.{fn}(tl.where(mask, {v}, {fill}), 1))")
-        res = acc
-    elif kind in ("argmax", "argmin"):
-        fn, fill, cmp = (("max", '-float("inf")', ">") if kind == "argmax"
-                         else ("min", 'float("inf")', "<"))
-        best = w.tmp(f"tl.full([BM], {fill}, {fdt})", "best")
+# A reducer writes the passes over each row and returns the name of its [BM] result.
+Reducer = Callable[[_Rows], str]
+# A normaliser writes the passes that gather each row's statistics and returns the element of
+# the output at a loaded chunk (the chunk's name to an expression), stored by a last pass.
+Normaliser = Callable[[_Rows], Callable[[str], str]]
+
+_EXTREMES = {"max": ('-float("inf")', ">"), "min": ('float("inf")', "<")}  # fill, improves
+
+
+def _sum(r: _Rows) -> str:
+    return r.w.tmp(r.sum_of(lambda v: v), "r")
+
+
+def _mean(r: _Rows) -> str:
+    return r.w.tmp(f"{r.sum_of(lambda v: v)} / {r.R}", "r")
+
+
+def _norm2(r: _Rows) -> str:
+    acc = r.sum_of(lambda v: f"{v} * {v}")
+    return r.w.tmp(f"tl.sqrt({acc})", "r")
+
+
+def _squared_deviations(r: _Rows) -> tuple[str, str]:
+    """Two passes: each row's mean, then its sum of squared deviations from it."""
+    mean = r.w.tmp(f"{r.sum_of(lambda v: v)} / {r.R}", "mean")
+    acc2 = r.sum_of(lambda v: f"({v} - {mean}[:, None]) * ({v} - {mean}[:, None])")
+    return mean, acc2
+
+
+def _var(r: _Rows) -> str:
+    _, acc2 = _squared_deviations(r)
+    n = r.R - r.correction
+    return r.w.tmp(f"{acc2} / {n}" if n > 0 else f'{acc2} * float("nan")', "r")
+
+
+def _extreme(fn: str) -> Reducer:
+    """amax (``fn`` "max") or amin: one pass keeping each row's running extreme."""
+    fill = _EXTREMES[fn][0]
+
+    def emit(r: _Rows) -> str:
+        acc = r.w.tmp(f"tl.full([BM], {fill}, {FDT})", "acc")
+        with r.w.block(r.loop):
+            v, _ = r.chunk()
+            r.w.line(f"{acc} = tl.{fn}imum({acc}, tl.{fn}(tl.where(mask, {v}, {fill}), 1))")
+        return acc
+
+    return emit
+
+
+def _arg_extreme(fn: str) -> Reducer:
+    """argmax (``fn`` "max") or argmin: each row's running extreme and the first index of it."""
+    fill, improves = _EXTREMES[fn]
+
+    def emit(r: _Rows) -> str:
+        w = r.w
+        best = w.tmp(f"tl.full([BM], {fill}, {FDT})", "best")
         bidx = w.tmp("tl.zeros([BM], tl.int64)", "bidx")
-        with w.block(loop):
-            v, _ = load_chunk()
+        with w.block(r.loop):
+            v, _ = r.chunk()
             vm = w.tmp(f"tl.where(mask, {v}, {fill})", "x")
             cb = w.tmp(f"tl.{fn}({vm}, 1)", "cb")
             # first index attaining the chunk's extreme (PyTorch returns the first occurrence)
-            ci = w.tmp(f"tl.min(tl.where(({vm} == {cb}[:, None]) & mask, rr, {R}), 1).to(tl.int64)", "ci")
-            up = w.tmp(f"{cb} {cmp} {best}", "up")
+            first = f"tl.where(({vm} == {cb}[:, None]) & mask, rr, {r.R})"
+            ci = w.tmp(f"tl.min({first}, 1).to(tl.int64)", "ci")
+            up = w.tmp(f"{cb} {improves} {best}", "up")
             w.line(f"{best} = tl.where({up}, {cb}, {best})")
             w.line(f"{bidx} = tl.where({up}, {ci}, {bidx})")
-        res = bidx
-    elif kind in ("var", "normalize"):
-        acc, _ = sum_of(lambda v: v)
-        mean = w.tmp(f"{acc} / {R}", "mean")
-        acc2, _ = sum_of(lambda v: f"({v} - {mean}[:, None]) * ({v} - {mean}[:, None])")
-        if kind == "var":
-            res = w.tmp(f"{acc2} / {max(R - correction, 0)}" if R - correction > 0
-                        else f"{acc2} * float(\"nan\")", "r")
-        else:
-            rstd = w.tmp(f"1.0 / tl.sqrt({acc2} / {R} + {eps})", "rstd")
-    elif kind in ("softmax", "log_softmax"):
-        mx = w.tmp(f"tl.full([BM], -float(\"inf\"), {fdt})", "mx")
-        den = w.tmp(f"tl.zeros([BM], {fdt})", "den")
-        with w.block(loop):
-            v, _ = load_chunk()
-            vm = w.tmp(f"tl.where(mask, {v}, -float(\"inf\"))", "x")
-            nm = w.tmp(f"tl.maximum({mx}, tl.max({vm}, 1))", "nm")
-            # rows past M are all -inf: keep their exponent finite to avoid NaN noise
-            safe = w.tmp(f"tl.where({nm} == -float(\"inf\"), 0.0, {nm})", "sm")
-            w.line(f"{den} = {den} * tl.exp({mx} - {safe}) + tl.sum(tl.exp({vm} - {safe}[:, None]), 1)")
-            w.line(f"{mx} = {nm}")
-    else:
+        return bidx
+
+    return emit
+
+
+def _softmax_stats(r: _Rows) -> tuple[str, str]:
+    """One online pass: each row's maximum and its sum of exponentials relative to it."""
+    w, ninf = r.w, '-float("inf")'
+    mx = w.tmp(f"tl.full([BM], {ninf}, {FDT})", "mx")
+    den = w.tmp(f"tl.zeros([BM], {FDT})", "den")
+    with w.block(r.loop):
+        v, _ = r.chunk()
+        vm = w.tmp(f"tl.where(mask, {v}, {ninf})", "x")
+        nm = w.tmp(f"tl.maximum({mx}, tl.max({vm}, 1))", "nm")
+        # rows past M are all -inf: keep their exponent finite to avoid NaN noise
+        safe = w.tmp(f"tl.where({nm} == {ninf}, 0.0, {nm})", "sm")
+        rescaled = f"{den} * tl.exp({mx} - {safe})"
+        w.line(f"{den} = {rescaled} + tl.sum(tl.exp({vm} - {safe}[:, None]), 1)")
+        w.line(f"{mx} = {nm}")
+    return mx, den
+
+
+def _softmax(r: _Rows) -> Callable[[str], str]:
+    mx, den = _softmax_stats(r)
+    return lambda v: f"tl.exp({v} - {mx}[:, None]) / {den}[:, None]"
+
+
+def _log_softmax(r: _Rows) -> Callable[[str], str]:
+    mx, den = _softmax_stats(r)
+    return lambda v: f"{v} - {mx}[:, None] - tl.log({den}[:, None])"
+
+
+def _normalize(r: _Rows) -> Callable[[str], str]:
+    mean, acc2 = _squared_deviations(r)
+    rstd = r.w.tmp(f"1.0 / tl.sqrt({acc2} / {r.R} + {r.eps})", "rstd")
+    return lambda v: f"({v} - {mean}[:, None]) * {rstd}[:, None]"
+
+
+REDUCERS: dict[str, Reducer] = {
+    "sum": _sum, "mean": _mean, "norm2": _norm2, "var": _var,
+    "amax": _extreme("max"), "amin": _extreme("min"),
+    "argmax": _arg_extreme("max"), "argmin": _arg_extreme("min"),
+}
+NORMALISERS: dict[str, Normaliser] = {
+    "softmax": _softmax, "log_softmax": _log_softmax, "normalize": _normalize,
+}
+ROW_KINDS = set(REDUCERS) | set(NORMALISERS)
+
+
+def rowwise(w: Writer, kind: str, x: ir.Expr, dims: tuple[int, ...], out: str,
+            correction: int = 1, eps: float = 1e-5) -> Kernel:
+    """Reduce ``x`` over ``dims`` (any set), or normalise over them (softmax, norms)."""
+    if kind not in ROW_KINDS:
         raise KeyError(kind)
-
-    if out_dtype_full:
-        full_strides = ir.contiguous_strides(shape)
-        with w.block(loop):
-            v, idx = load_chunk()
-            if kind == "softmax":
-                y = w.tmp(f"tl.exp({v} - {mx}[:, None]) / {den}[:, None]", "y")
-            elif kind == "log_softmax":
-                y = w.tmp(f"{v} - {mx}[:, None] - tl.log({den}[:, None])", "y")
-            else:
-                y = w.tmp(f"({v} - {mean}[:, None]) * {rstd}[:, None]", "y")
-            terms = [f"{i} * {s}" for i, s, n in zip(idx, full_strides, shape, strict=True) if n != 1 and i != "0"]
-            lin = w.tmp(" + ".join(terms) if terms else "rm * 0 + rr * 0", "o")
-            w.store(out, lin, y, "mask", shape)
+    r = _Rows(w, x, dims, correction, eps)
+    if kind in NORMALISERS:
+        _store_normalised(r, out, NORMALISERS[kind](r))
     else:
-        w.line(f"rmask = rows < {M}")
-        w.store(out, "rows", res, "rmask", kshape)
+        res = REDUCERS[kind](r)
+        w.line(f"rmask = rows < {r.M}")
+        w.store(out, "rows", res, "rmask", r.kshape)
+    cpu_bm = max(1, min(next_pow2(r.M), w.blocks.row_elems // r.BR))
+    return finish_1d(w, r.M, "BM", _row_configs(r), r.M * r.R, cpu_bm)
 
-    if b.tune and column:
+
+def _store_normalised(r: _Rows, out: str, element: Callable[[str], str]) -> None:
+    """A last pass over each row storing ``element`` of each chunk, in the input's shape."""
+    w, shape = r.w, r.x.shape
+    strides = ir.contiguous_strides(shape)
+    with w.block(r.loop):
+        v, idx = r.chunk()
+        y = w.tmp(element(v), "y")
+        terms = [f"{i} * {s}" for i, s, n in zip(idx, strides, shape, strict=True)
+                 if n != 1 and i != "0"]
+        lin = w.tmp(" + ".join(terms) if terms else "rm * 0 + rr * 0", "o")
+        w.store(out, lin, y, "mask", shape)
+
+
+def _row_configs(r: _Rows) -> list[tuple[int, int]]:
+    """The autotune space (BM, warps): many rows for a column reduction, else about 1k to 16k
+    elements per tile."""
+    M, BR = r.M, r.BR
+    if r.column:  # only ever set on a GPU
         bms = sorted({max(1, min(next_pow2(M), bm)) for bm in (16, 32, 64, 128)})
-        configs = [(bm, 4) for bm in bms]
-    else:
-        bms = sorted({max(1, min(next_pow2(M), max(1, n // BR))) for n in (1024, 4096, 16384)})
-        configs = [(bm, 4 if bm * BR <= 4096 else 8) for bm in bms]
-    cpu_bm = max(1, min(next_pow2(M), b.row_elems // BR))
-    return finish_1d(w, M, "BM", configs, M * R, cpu_bm)
+        return [(bm, 4) for bm in bms]
+    bms = sorted({max(1, min(next_pow2(M), max(1, n // BR))) for n in (1024, 4096, 16384)})
+    return [(bm, 4 if bm * BR <= 4096 else 8) for bm in bms]
 
 
 def scan(w: Writer, kind: str, x: ir.Expr, dim: int, out: str) -> Kernel:
@@ -202,12 +308,14 @@ def scan(w: Writer, kind: str, x: ir.Expr, dim: int, out: str) -> Kernel:
             w.helpers.add(comb)
             c = w.tmp(f"tl.{fn}(tl.associative_scan({v}, 1, {comb}), {carry}[:, None])", "c")
             w.line(f"{carry} = tl.{fn}({carry}, tl.{red}({v}, 1))")
-        terms = [f"{i} * {s}" for i, s, n in zip(idx, strides, shape, strict=True) if n != 1 and i != "0"]
+        terms = [f"{i} * {s}" for i, s, n in zip(idx, strides, shape, strict=True)
+                 if n != 1 and i != "0"]
         lin = w.tmp(" + ".join(terms), "o")
         w.store(out, lin, c, "mask", shape)
     bm = max(1, min(next_pow2(M), 4096 // BR))
     if column:
-        configs = [(m, 4) for m in sorted({max(1, min(next_pow2(M), m)) for m in (16, 32, 64, 128)})]
+        bms = sorted({max(1, min(next_pow2(M), m)) for m in (16, 32, 64, 128)})
+        configs = [(m, 4) for m in bms]
     else:
         configs = [(m, 4) for m in sorted({1, min(bm, 4), bm})]
     return finish_1d(w, M, "BM", configs, M * R, bm)

@@ -273,7 +273,9 @@ class _ScatterDims:
                             ocg * ir.numel(ksz))
 
 
-def _scatter_tiles(w: Writer, x: ir.Expr, wt: ir.Expr, spec: ConvSpec, d: _ScatterDims, out: str) -> Kernel:
+def _scatter_tiles(
+    w: Writer, x: ir.Expr, wt: ir.Expr, spec: ConvSpec, d: _ScatterDims, out: str
+) -> Kernel:
     """:func:`conv_transpose_scatter` on [rows x columns] tiles (``tl.dot``)."""
     nb, ins, ksz, G, cg, ocg, M, ncols = astuple(d)
     w.constexprs = ["BM", "BN", "BK"]
@@ -291,8 +293,15 @@ def _scatter_tiles(w: Writer, x: ir.Expr, wt: ir.Expr, spec: ConvSpec, d: _Scatt
         bv = w.ev(wt, ["ci[:, None]", *col_idx], "bmask")
         accumulate_dot(w, av, bv)
     tile = all(i == "0" for i in row_idx) or all(k == "0" for k in col_idx)
-    _store_scattered(w, spec, row_idx, col_idx, [f"(rm[:, None] < {M})", f"(rn[None, :] < {ncols})"],
-                     out, "(BM, BN)" if tile else None)
+    _store_scattered(
+        w,
+        spec,
+        row_idx,
+        col_idx,
+        [f"(rm[:, None] < {M})", f"(rn[None, :] < {ncols})"],
+        out,
+        "(BM, BN)" if tile else None,
+    )
     return finish_tiles(w, M, ncols, cg, G, flat=True)
 
 
@@ -330,13 +339,18 @@ def _scatter_outer_products(w: Writer, x: ir.Expr, wt: ir.Expr, spec: ConvSpec, 
     _store_scattered(w, spec, row_idx, col_idx, ["amask[:, None]", "bmask[None, :]"], out,
                      f"(BM, {bn})" if tile else None)
     configs = [({"BM": bm}, wp) for bm, wp in OUTER_PRODUCT_ROWS if bm <= max(64, next_pow2(M))]
-    return finish_blocks(w, [[(M, "BM")], 1, G], M * ncols * cg, {"BM": min(64, next_pow2(M))}, configs)
+    return finish_blocks(
+        w, [[(M, "BM")], 1, G], M * ncols * cg, {"BM": min(64, next_pow2(M))}, configs
+    )
 
 
-ONE_ROW_TILES = ((128, 32, 4), (256, 32, 4), (512, 16, 4), (512, 32, 8), (1024, 16, 8))  # BN, BK, warps
+# (BN, BK, warps)
+ONE_ROW_TILES = ((128, 32, 4), (256, 32, 4), (512, 16, 4), (512, 32, 8), (1024, 16, 8))
 
 
-def _scatter_one_row(w: Writer, x: ir.Expr, wt: ir.Expr, spec: ConvSpec, d: _ScatterDims, out: str) -> Kernel:
+def _scatter_one_row(
+    w: Writer, x: ir.Expr, wt: ir.Expr, spec: ConvSpec, d: _ScatterDims, out: str
+) -> Kernel:
     """:func:`conv_transpose_scatter` of a single input position: a vector times the weight.
 
     ``tl.dot`` pads the one row to 16 (a 101-long vector times a (101 x 2.2M) weight took 4.9 ms
@@ -467,7 +481,9 @@ def _fill_all(tiles: Writer, spec: ConvSpec, out: str) -> Kernel:
     return finish_1d(w, n, "BLOCK", POINTWISE_CONFIGS, n, min(w.blocks.pointwise, next_pow2(n)))
 
 
-def pool(w: Writer, kind: str, x: ir.Expr, ksz, stride, padding, dilation, out_shape, out) -> Kernel:
+def pool(
+    w: Writer, kind: str, x: ir.Expr, ksz, stride, padding, dilation, out_shape, out
+) -> Kernel:
     """Max or average pooling (count_include_pad): each output element loops over its window."""
     nsp = len(ksz)
     n = ir.numel(out_shape)
@@ -501,7 +517,9 @@ def pool(w: Writer, kind: str, x: ir.Expr, ksz, stride, padding, dilation, out_s
     res = "acc" if kind == "max" else w.tmp(f"acc / {ir.numel(tuple(ksz))}", "r")
     w.store(out, "offs", res, "omask", tuple(out_shape))
     window = ir.numel(spans)
-    return finish_1d(w, n, "BLOCK", [(128, 4), (512, 4), (1024, 8)], n * window, min(1024, next_pow2(n)))
+    return finish_1d(
+        w, n, "BLOCK", [(128, 4), (512, 4), (1024, 8)], n * window, min(1024, next_pow2(n))
+    )
 
 
 def reachable_taps(k: int, s: int, p: int, d: int, n_in: int, n_out: int) -> tuple[int, int]:

@@ -264,7 +264,8 @@ class Writer:
             if lin is not None:
                 # a contiguous read in the kernel's own order: the plain linear index keeps the
                 # access pattern visible to Triton (coalesced, vectorised), no div/mod, no where()
-                return f"tl.load({p} + {lin}{f' + {e.offset}' if e.offset else ''}, mask={mask}, other=0)"
+                shift = f" + {e.offset}" if e.offset else ""
+                return f"tl.load({p} + {lin}{shift}, mask={mask}, other=0)"
             tail = self._contiguous_tail(e, idx)
             if tail is not None:
                 # the trailing dims read in the order a tile index was delinearized in: that index
@@ -296,7 +297,11 @@ class Writer:
             return self.ev(e.child, cidx, mask, subst)
         if isinstance(e, ir.Reshape):
             strides = ir.contiguous_strides(e.shape)
-            terms = [f"{i} * {s}" for i, s, n in zip(idx, strides, e.shape, strict=True) if n != 1 and i != "0"]
+            terms = [
+                f"{i} * {s}"
+                for i, s, n in zip(idx, strides, e.shape, strict=True)
+                if n != 1 and i != "0"
+            ]
             lin = self.tmp(" + ".join(terms) if terms else "0", "i")
             return self.ev(e.child, self.delinearize(lin, e.child.shape), mask, subst)
         if isinstance(e, ir.Cat):
@@ -309,7 +314,9 @@ class Writer:
                 pidx[d] = self.tmp(f"{idx[d]} - {lo}", "i") if lo else idx[d]
                 pmask = self.tmp(f"{mask} & {cond}", "m")
                 val = self.ev(part, pidx, pmask, subst)
-                result = val if result is None else self.tmp(f"tl.where({cond}, {val}, {result})", "v")
+                result = (
+                    val if result is None else self.tmp(f"tl.where({cond}, {val}, {result})", "v")
+                )
             return result
         raise TypeError(f"cannot evaluate {type(e).__name__}")
 
@@ -331,12 +338,15 @@ class Writer:
         A transposed convolution's input rows (n, i) and weight columns (channel, tap) read so."""
         for k in range(1, len(idx)):
             shape = tuple(e.shape[k:])
-            if ir.numel(shape) < 2 or any(n != 1 and s != c for s, c, n in
-                                          zip(e.strides[k:], ir.contiguous_strides(shape), shape, strict=True)):
+            if ir.numel(shape) < 2 or any(
+                n != 1 and s != c
+                for s, c, n in zip(e.strides[k:], ir.contiguous_strides(shape), shape, strict=True)
+            ):
                 continue
             for sfx in ("[None, :]", "[:, None]"):
                 tail = idx[k:]
-                if not all(i == "0" or i.endswith(sfx) for i in tail) or all(i == "0" for i in tail):
+                if (not all(i == "0" or i.endswith(sfx) for i in tail)
+                        or all(i == "0" for i in tail)):
                     continue
                 tail = tuple(i.removesuffix(sfx) for i in tail)
                 for made, (lin, full) in self.linear.items():
@@ -372,13 +382,15 @@ class Writer:
             return f"tl.maximum({x}, 0)"
         if n == "lerp":  # PyTorch's two-sided formula, for matching rounding
             s, t, w = a
-            return f"tl.where(tl.abs({w}) < 0.5, {s} + {w} * ({t} - {s}), {t} - ({t} - {s}) * (1 - {w}))"
+            return (f"tl.where(tl.abs({w}) < 0.5, {s} + {w} * ({t} - {s}), "
+                    f"{t} - ({t} - {s}) * (1 - {w}))")
         if n == "pow":
             return f"tl.exp2({a[1]} * tl.log2({x}))"
         if n == "sign":
             return f"tl.where({x} > 0, 1.0, tl.where({x} < 0, -1.0, 0.0))"
         if n == "round":  # round half to even, as torch.round
-            return f"tl.where(tl.abs({x} - tl.floor({x}) - 0.5) == 0, 2.0 * tl.floor({x} * 0.5 + 0.5), tl.floor({x} + 0.5))"
+            return (f"tl.where(tl.abs({x} - tl.floor({x}) - 0.5) == 0, "
+                    f"2.0 * tl.floor({x} * 0.5 + 0.5), tl.floor({x} + 0.5))")
         if n == "arange":  # params: (start, step); the value of element idx[-1]
             start, step = p
             # tl.full: a tensor even where the index is a Python int (an unrolled loop's)
@@ -446,7 +458,9 @@ def finish_blocks(w: Writer, axes: list[GridAxis], work: int, cpu: dict[str, int
         kernel = w.finish(grid(consts), consts, work, None)
         kernel.warps = warps
         return kernel
-    return w.finish(f"lambda META: {grid(None)}", {}, work, [tune_config(c, wp) for c, wp in configs])
+    return w.finish(
+        f"lambda META: {grid(None)}", {}, work, [tune_config(c, wp) for c, wp in configs]
+    )
 
 
 def tune_config(consts: dict[str, int], warps: int, stages: int | None = None) -> TuneConfig:

@@ -16,4 +16,6 @@ from drtriton.compiler.lowerings import (
     shapes,
 )
 
-__all__ = ["elementwise", "layers", "losses", "modules", "recurrent", "reductions", "resample", "shapes"]
+__all__ = [
+    "elementwise", "layers", "losses", "modules", "recurrent", "reductions", "resample", "shapes",
+]

@@ -30,7 +30,9 @@ def _binary(name):
             if mode == "floor":
                 r = ir.op("floor", r)
             elif mode == "trunc":
-                r = ir.op("where", ir.op("lt", r, ir.const(0.0)), ir.op("ceil", r), ir.op("floor", r))
+                r = ir.op(
+                    "where", ir.op("lt", r, ir.const(0.0)), ir.op("ceil", r), ir.op("floor", r)
+                )
             return r
         return ir.op(name, a, b)
 
@@ -42,11 +44,19 @@ for _name, _targets in {
     "sub": (torch.sub, torch.subtract, operator.sub, operator.isub),
     "mul": (torch.mul, torch.multiply, operator.mul, operator.imul),
     "div": (torch.div, torch.divide, torch.true_divide, operator.truediv, operator.itruediv),
-    "maximum": (torch.maximum, torch.max_elementwise if hasattr(torch, "max_elementwise") else torch.maximum),
+    "maximum": (
+        torch.maximum,
+        torch.max_elementwise if hasattr(torch, "max_elementwise") else torch.maximum,
+    ),
     "minimum": (torch.minimum,),
-    "lt": (torch.lt, operator.lt), "le": (torch.le, operator.le), "gt": (torch.gt, operator.gt),
-    "ge": (torch.ge, operator.ge), "eq": (torch.eq, operator.eq), "ne": (torch.ne, operator.ne),
-    "and": (torch.logical_and, operator.and_), "or": (torch.logical_or, operator.or_),
+    "lt": (torch.lt, operator.lt),
+    "le": (torch.le, operator.le),
+    "gt": (torch.gt, operator.gt),
+    "ge": (torch.ge, operator.ge),
+    "eq": (torch.eq, operator.eq),
+    "ne": (torch.ne, operator.ne),
+    "and": (torch.logical_and, operator.and_),
+    "or": (torch.logical_or, operator.or_),
 }.items():
     fn(*_targets)(_binary(_name))
     method(_name if _name not in ("and", "or") else f"logical_{_name}")(_binary(_name))
@@ -224,9 +234,14 @@ def gelu(x, approximate="none"):
         inner = ir.op("mul", ir.op("add", x, ir.op("mul", ir.op("mul", ir.op("mul", x, x), x),
                                                    ir.const(0.044715))),
                       ir.const(math.sqrt(2.0 / math.pi)))
-        return ir.op("mul", ir.op("mul", x, ir.const(0.5)), ir.op("add", ir.op("tanh", inner), ir.const(1.0)))
-    return ir.op("mul", ir.op("mul", x, ir.const(0.5)),
-                 ir.op("add", ir.op("erf", ir.op("mul", x, ir.const(1 / math.sqrt(2.0)))), ir.const(1.0)))
+        return ir.op(
+            "mul", ir.op("mul", x, ir.const(0.5)), ir.op("add", ir.op("tanh", inner), ir.const(1.0))
+        )
+    return ir.op(
+        "mul",
+        ir.op("mul", x, ir.const(0.5)),
+        ir.op("add", ir.op("erf", ir.op("mul", x, ir.const(1 / math.sqrt(2.0)))), ir.const(1.0)),
+    )
 
 
 def elu(x, alpha=1.0, scale=1.0, input_scale=1.0):
@@ -243,16 +258,24 @@ SELU_SCALE = 1.0507009873554804934193349852946
 def softplus(x, beta=1.0, threshold=20.0):
     bx = ir.op("mul", x, ir.const(float(beta))) if beta != 1 else x
     # max(bx, 0) + log(1 + exp(-|bx|)): stable for both signs
-    sp = ir.op("add", ir.op("relu", bx),
-               ir.op("log", ir.op("add", ir.op("exp", ir.op("neg", ir.op("abs", bx))), ir.const(1.0))))
+    sp = ir.op(
+        "add",
+        ir.op("relu", bx),
+        ir.op("log", ir.op("add", ir.op("exp", ir.op("neg", ir.op("abs", bx))), ir.const(1.0))),
+    )
     if beta != 1:
         sp = ir.op("div", sp, ir.const(float(beta)))
     return ir.op("where", ir.op("gt", bx, ir.const(float(threshold))), x, sp)
 
 
 def hardsigmoid(x):
-    return ir.op("minimum", ir.op("maximum", ir.op("add", ir.op("div", x, ir.const(6.0)), ir.const(0.5)),
-                                  ir.const(0.0)), ir.const(1.0))
+    return ir.op(
+        "minimum",
+        ir.op(
+            "maximum", ir.op("add", ir.op("div", x, ir.const(6.0)), ir.const(0.5)), ir.const(0.0)
+        ),
+        ir.const(1.0),
+    )
 
 
 def hardtanh(x, lo=-1.0, hi=1.0):
@@ -316,8 +339,11 @@ def _mish(L, x, inplace=False):
 def _logsigmoid(L, x):
     x = _f(L.t(x))
     # min(x, 0) - log(1 + exp(-|x|))
-    return ir.op("sub", ir.op("minimum", x, ir.const(0.0)),
-                 ir.op("log", ir.op("add", ir.op("exp", ir.op("neg", ir.op("abs", x))), ir.const(1.0))))
+    return ir.op(
+        "sub",
+        ir.op("minimum", x, ir.const(0.0)),
+        ir.op("log", ir.op("add", ir.op("exp", ir.op("neg", ir.op("abs", x))), ir.const(1.0))),
+    )
 
 
 @fn(F.hardtanh)

@@ -224,7 +224,9 @@ def _channels_last(L: Lowering, x: ir.Expr, weight: ir.Expr, spec: kernels.ConvS
 def _conv_fn(nsp, transposed):
     if transposed:
         def h(L, x, weight, bias=None, stride=1, padding=0, output_padding=0, groups=1, dilation=1):
-            return conv(L, nsp, x, weight, bias, stride, padding, dilation, groups, True, output_padding)
+            return conv(
+                L, nsp, x, weight, bias, stride, padding, dilation, groups, True, output_padding
+            )
     else:
         def h(L, x, weight, bias=None, stride=1, padding=0, dilation=1, groups=1):
             return conv(L, nsp, x, weight, bias, stride, padding, dilation, groups)
@@ -257,8 +259,11 @@ def pool(L: Lowering, kind: str, nsp: int, x, kernel_size, stride=None, padding=
     shape = x.shape[:-nsp] + outs
     x = reread_input(L, x, ir.numel(shape) * ir.numel(ksz) / ir.numel(x.shape))
     L.flush_expr(x)
-    return L.kernel(lambda w, o, x=x: kernels.pool(w, kind, x, ksz, stride, padding, dilation, shape, o),
-                    shape, torch.float32)
+    return L.kernel(
+        lambda w, o, x=x: kernels.pool(w, kind, x, ksz, stride, padding, dilation, shape, o),
+        shape,
+        torch.float32,
+    )
 
 
 def _pooled_size(n: int, p: int, d: int, k: int, s: int, ceil_mode: bool) -> int:

@@ -132,7 +132,9 @@ MODULES.update({
 })
 MODULES[nn.LogSigmoid] = lambda L, m, p, x: _logsigmoid(L, x)
 MODULES[nn.Softmax] = lambda L, m, p, x: L.rowfull("softmax", x, -1 if m.dim is None else m.dim)
-MODULES[nn.LogSoftmax] = lambda L, m, p, x: L.rowfull("log_softmax", x, -1 if m.dim is None else m.dim)
+MODULES[nn.LogSoftmax] = lambda L, m, p, x: L.rowfull(
+    "log_softmax", x, -1 if m.dim is None else m.dim
+)
 MODULES[nn.Flatten] = lambda L, m, p, x: _flatten(L, x, m.start_dim, m.end_dim)
 MODULES[nn.Unflatten] = lambda L, m, p, x: _unflatten(L, x, m.dim, m.unflattened_size)
 

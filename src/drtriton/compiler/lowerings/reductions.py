@@ -50,7 +50,9 @@ method("argmin")(_arg_reduction("argmin"))
 
 
 def _minmax(kind):
-    ext, argk, elem = (("amax", "argmax", "maximum") if kind == "max" else ("amin", "argmin", "minimum"))
+    ext, argk, elem = (
+        ("amax", "argmax", "maximum") if kind == "max" else ("amin", "argmin", "minimum")
+    )
 
     def h(L, x, dim=None, keepdim=False):
         if isinstance(dim, ir.Expr):

@@ -110,7 +110,9 @@ def _squeeze(L, x, dim=None):
     if dim is None:
         dims = {d for d in range(r) if x.shape[d] == 1}
     else:
-        dims = {d % r for d in (dim if isinstance(dim, tuple | list) else (dim,)) if x.shape[d % r] == 1}
+        dims = {
+            d % r for d in (dim if isinstance(dim, tuple | list) else (dim,)) if x.shape[d % r] == 1
+        }
     return ir.reshape(x, tuple(s for d, s in enumerate(x.shape) if d not in dims))
 
 
