@@ -23,7 +23,6 @@ import json
 import os
 import platform
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
@@ -34,24 +33,15 @@ sys.path.insert(0, str(REPO / "src"))
 
 
 def environment(scale: str) -> dict:
-    import torch
-    import triton
+    from drtriton.provenance import machine_record
 
-    commit = os.environ.get("DRTRITON_COMMIT") or subprocess.run(
-        ["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True, cwd=REPO
-    ).stdout.strip()
-    record = {
-        "scale": scale,
-        "machine": platform.node(),
-        "cpu_count": os.cpu_count(),
-        "python": platform.python_version(),
-        "torch": torch.__version__,
-        "triton": triton.__version__,
-        "commit": commit,
-        "date": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-    }
-    if torch.cuda.is_available():
-        record["gpu"] = torch.cuda.get_device_name(0)
+    machine = machine_record(REPO)
+    record = {"scale": scale, "machine": platform.node(), "cpu_count": machine["cpu_count"],
+              "python": machine["python"], "torch": machine["torch"],
+              "triton": machine["triton"], "commit": machine["git_commit"],
+              "date": machine["date"]}
+    if machine["gpu"]:
+        record["gpu"] = machine["gpu"]
     return record
 
 

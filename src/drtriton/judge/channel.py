@@ -57,7 +57,9 @@ def _read_memfd(fd: int, nbytes: int) -> torch.Tensor:
         if got <= 0:
             raise ValueError("descriptor ended early")
         done += got
-    return torch.frombuffer(data, dtype=torch.uint8) if nbytes else torch.empty(0, dtype=torch.uint8)
+    if not nbytes:
+        return torch.empty(0, dtype=torch.uint8)
+    return torch.frombuffer(data, dtype=torch.uint8)
 
 
 class OutputChannel:

@@ -11,6 +11,8 @@ from dataclasses import dataclass, field
 
 import torch
 
+from drtriton.devices import resolve_device
+
 PRESETS = ("kernelbench-v0.1", "kernelbench", "hardened", "tf32")
 MODES = ("strict", "hybrid")
 
@@ -164,9 +166,7 @@ class JudgeConfig:
 
     def resolved_device(self) -> str:
         """``auto`` becomes ``cuda`` when a GPU is visible, else ``cpu``."""
-        if self.device == "auto":
-            return "cuda" if torch.cuda.is_available() else "cpu"
-        return self.device
+        return resolve_device(self.device)
 
     def tolerance(self, dtype: torch.dtype) -> tuple[float, float]:
         """(atol, rtol) for an output dtype; (0, 0) for exact dtypes."""

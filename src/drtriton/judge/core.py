@@ -2,10 +2,11 @@
 
 The trusted side of the judge. Nothing here executes program code: the reference runs in a
 sandboxed child of its own (a user's reference is untrusted too), which sends back its outputs
-(``channel.py``: on CUDA GPU memory, never through the host) and its inputs' fingerprints; the candidate runs in another fresh child (``worker.py``) on inputs
-it remakes from the same seeds and sends back its outputs and its run-time report; everything is
-compared here. Reference runs are cached per (source, seeds, device, precision) and baseline
-timings on disk (``cache.py``).
+(``channel.py``: on CUDA GPU memory, never through the host) and its inputs' fingerprints; the
+candidate runs in another fresh child (``worker.py``) on inputs it remakes from the same seeds
+and sends back its outputs and its run-time report; everything is compared here. Reference
+runs are cached per (source, seeds, device, precision) and baseline timings on disk
+(``cache.py``).
 
 Order of decisions: static checks -> candidate child (faults, run-time strictness report) ->
 outputs (types, shapes, inputs unchanged, NaN/Inf pattern, tolerance) -> on CUDA, timing of the
@@ -19,7 +20,6 @@ from __future__ import annotations
 import ast
 import contextlib
 import json
-import os
 import queue
 import secrets
 import shutil
@@ -33,6 +33,7 @@ from pathlib import Path
 
 import torch
 
+from drtriton import provenance
 from drtriton.judge.cache import BaselineCache, ReferenceCache, source_key
 from drtriton.judge.channel import OutputChannel
 from drtriton.judge.compare import Comparison, compare_outputs
@@ -453,7 +454,8 @@ def judge_pair(
     only one its children can write (or see).
     """
     with slot.sandbox() as box:
-        return _judge_pair(reference_source, candidate_source, config, _Run(config, slot, box), seed)
+        run = _Run(config, slot, box)
+        return _judge_pair(reference_source, candidate_source, config, run, seed)
 
 
 def _judge_pair(reference_source: str, candidate_source: str, config: JudgeConfig, run: _Run,
@@ -700,20 +702,18 @@ def environment_record(config: JudgeConfig, device: str, sandbox: str | None = N
     isolation that untrusted code ran under (default: what a pool made now would use)."""
     import platform
 
-    import triton
-
     if sandbox is None:
         from drtriton.judge import isolation
 
         binary = isolation.bwrap_path()
         sandbox = isolation.describe(binary if binary and not isolation.probe(binary) else None)
-
-    record = {
+    gpu = provenance.gpu_record(device)
+    if not device.startswith("cuda"):
+        gpu["device_name"] = platform.processor() or platform.machine()  # as verdicts had it
+    return {
         "device": device,
-        "device_name": platform.processor() or platform.machine(),
-        "driver": None,
-        "torch": torch.__version__,
-        "triton": triton.__version__,
+        **gpu,
+        **provenance.library_versions(("torch", "triton")),
         "python": platform.python_version(),
         "preset": config.preset,
         "mode": config.mode,
@@ -722,29 +722,9 @@ def environment_record(config: JudgeConfig, device: str, sandbox: str | None = N
         "sandbox": sandbox,
         "ptrace_scope": _read_text("/proc/sys/kernel/yama/ptrace_scope"),
     }
-    if device.startswith("cuda"):
-        record["device_name"] = torch.cuda.get_device_name(torch.device(device))
-        record["driver"] = _nvidia_driver()
-        record["cuda"] = torch.version.cuda
-    return record
 
 
 def _read_text(path: str) -> str | None:
     with contextlib.suppress(OSError):
         return Path(path).read_text().strip()
-    return None
-
-
-def _nvidia_driver() -> str | None:
-    import subprocess
-
-    with contextlib.suppress(Exception):
-        out = subprocess.run(
-            ["nvidia-smi", "--query-gpu=driver_version", "--format=csv,noheader"],
-            capture_output=True,
-            text=True,
-            timeout=20,
-            env={"PATH": os.environ.get("PATH", "")},
-        )
-        return out.stdout.strip().splitlines()[0] if out.returncode == 0 else None
     return None

@@ -79,7 +79,9 @@ class SealViolation(PermissionError):
 
 
 def install_audit_hook(
-    protected_paths: list[str], protected_fds: list[int], allowed_calls: frozenset[int] = frozenset()
+    protected_paths: list[str],
+    protected_fds: list[int],
+    allowed_calls: frozenset[int] = frozenset(),
 ) -> Callable[[], list]:
     """Install the hook; return a function that lists what was blocked so far.
 
@@ -116,7 +118,9 @@ def install_audit_hook(
             return event
         if event in _FRAME_EVENTS:
             caller = getframe(2)  # 0 this function, 1 the hook, 2 whoever called sys._getframe
-            return None if id(caller.f_code) in readers else f"{event} from {caller.f_code.co_filename}:{caller.f_code.co_name}"
+            if id(caller.f_code) in readers:
+                return None
+            return f"{event} from {caller.f_code.co_filename}:{caller.f_code.co_name}"
         if event == TAMPER_EVENT:
             return f"called {args[0] if args else 'a guarded function'}"
         if event == "ctypes.call_function" and args and args[0] in allowed_calls:

@@ -24,6 +24,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
+from drtriton.devices import device_kind
 from drtriton.judge.config import JudgeConfig
 from drtriton.judge.pool import JudgePool
 from drtriton.program import parse_python
@@ -64,10 +65,11 @@ def load_cases(
         try:
             tree = parse_python(text)
         except SyntaxError:  # a syntax-error case states its expectation in a comment-free way
-            tree = parse_python("\n".join(ln for ln in text.splitlines() if ln.startswith("EXPECTED")))
+            lines = [ln for ln in text.splitlines() if ln.startswith("EXPECTED")]
+            tree = parse_python("\n".join(lines))
         expected = _constant(tree, "EXPECTED") or "correct"
         if isinstance(expected, dict):
-            expected = expected["cuda" if device.startswith("cuda") else "cpu"]
+            expected = expected[device_kind(device)]
         reference = _constant(tree, "REFERENCE") or DEFAULT_REFERENCE
         out.append(
             Case(
@@ -195,10 +197,12 @@ def main() -> None:
         mark = "ok  " if row["ok"] else "FAIL"
         detail = row["problem"] or row["reason"]
         print(
-            f"{mark} {row['case']:<24} expected={row['expected']:<14} got={row['got']:<14} {detail[:90]}"
+            f"{mark} {row['case']:<24} expected={row['expected']:<14} got={row['got']:<14} "
+            f"{detail[:90]}"
         )
     print(
-        f"{sum(r['ok'] for r in rows[:-1])}/{len(rows) - 1} as expected in {rows[-1]['total_wall_s']:.1f} s"
+        f"{sum(r['ok'] for r in rows[:-1])}/{len(rows) - 1} as expected in "
+        f"{rows[-1]['total_wall_s']:.1f} s"
     )
     if args.json:
         args.json.write_text(json.dumps(rows, indent=1))

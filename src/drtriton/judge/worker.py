@@ -722,7 +722,8 @@ def _run_candidate(job: dict, report: dict, out: _Results) -> None:
             for old, new in zip(first, xs, strict=True):
                 if _type(old) is _Tensor:
                     _t_copy(old, new)
-            xs = [new if _type(new) is not _Tensor else old for old, new in zip(first, xs, strict=True)]
+            pairs = zip(first, xs, strict=True)
+            xs = [new if _type(new) is not _Tensor else old for old, new in pairs]
         _phase(report, f"forward (trial {k})")
         launches_before = monitor.launches
         _set_grad(False)
@@ -754,7 +755,9 @@ def _run_candidate(job: dict, report: dict, out: _Results) -> None:
 
 
 # ---- timing (CUDA) ---------------------------------------------------------------------
-def timing_plan(first_ms: float, warmup_s: float, budget_s: float, max_calls: int) -> tuple[int, int]:
+def timing_plan(
+    first_ms: float, warmup_s: float, budget_s: float, max_calls: int
+) -> tuple[int, int]:
     """(warm-up calls, timed calls) for a call that took ``first_ms`` once warm.
 
     As many calls as fit in ``warmup_s`` and ``budget_s`` of device time (do_bench's rule), at
