@@ -200,20 +200,38 @@ def test_bench_with_an_openai_compatible_policy(tmp_path):
     assert report["config"]["policy"].startswith("openai:")
 
 
+def test_pairs_names_its_teacher_as_bench_names_its_policy(tmp_path):
+    from drtriton.synth import SynthConfig, synthesize, write_jsonl
+
+    programs, out = tmp_path / "p.jsonl", tmp_path / "pairs.jsonl"
+    write_jsonl(synthesize(SynthConfig(level=1, num=1, seed=7)), programs)
+    base = ["pairs", "--programs", str(programs), "--out", str(out), "--device", "cpu"]
+    with _CompilerServer() as url:
+        spec = f"openai:{url}#fake"
+        result = CliRunner().invoke(app, [*base, "--teacher", spec, "--samples", "2"])
+    assert result.exit_code == 0, result.output
+    (pair,) = [json.loads(line) for line in out.read_text().splitlines()]
+    assert pair["teacher"] == spec and pair["verdict"]["status"] == "correct"
+    bad = CliRunner().invoke(app, [*base, "--teacher", "openai"])
+    assert bad.exit_code == 2 and "--teacher: unknown policy 'openai'" in bad.output
+    gone = CliRunner().invoke(app, [*base, "--openai-url", url])
+    assert gone.exit_code == 2 and "--openai-url" in gone.output
+
+
 def test_bench_loads_an_llm_policy_once(tmp_path, monkeypatch):
     """Regression: the bench loaded its policy for every problem, so an ``hf:`` checkpoint was
     read from disk again (and held once more in memory) per problem."""
     import drtriton.policy
     from drtriton.bench import BenchConfig, run_bench
-    from drtriton.policy import CompilerPolicy
+    from drtriton.policy import CompilerPolicy, Policy
 
     loads = []
 
-    class CountedPolicy:
+    class CountedPolicy(Policy):
         def generate(self, sources, n, sampling):
             return [[CompilerPolicy().answer(s)] * n for s in sources]
 
-    def load(spec, device="cpu"):
+    def load(spec, device="cpu", mode="strict", precision="fp32"):
         loads.append(spec)
         return CountedPolicy()
 
@@ -234,11 +252,11 @@ def test_bench_with_a_policy_that_cannot_load_fails_before_judging(tmp_path):
 
 
 def test_policy_generator_keeps_parsable_answers():
-    from drtriton.search import policy_generator
+    from drtriton.policy import Policy, policy_generator
 
     good = "```python\nimport torch\n\n\nclass ModelNew(torch.nn.Module):\n    pass\n```"
 
-    class Stub:
+    class Stub(Policy):
         def generate(self, sources, n, sampling):
             return [[good, "no code here", good][:n] for _ in sources]
 

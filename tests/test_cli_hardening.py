@@ -83,7 +83,7 @@ def test_a_program_that_fails_on_its_own_is_named_so():
 
 
 def fake_convert(monkeypatch, messages: list[str], code: int, write: bool = True):
-    """Replace the compiler's convert: it writes the candidate where it is told, says
+    """Replace the convert command's body: it writes the candidate where it is told, says
     ``messages`` (``{out}`` names that path) and returns ``code``."""
     calls = []
 
@@ -95,7 +95,7 @@ def fake_convert(monkeypatch, messages: list[str], code: int, write: bool = True
             echo(message.format(out=out, program=program))
         return code
 
-    monkeypatch.setattr("drtriton.compiler.convert.convert", convert)
+    monkeypatch.setattr("drtriton.commands.convert", convert)
     return calls
 
 

@@ -415,7 +415,7 @@ def test_hybrid_program_with_nothing_left_for_triton_compiles_strict():
 
 
 def test_convert_command_writes_and_verifies(tmp_path):
-    from drtriton.compiler.convert import convert
+    from drtriton.commands import convert
 
     ref = tmp_path / "prog.py"
     ref.write_text(source("softmax"))
@@ -445,7 +445,7 @@ def test_convert_example_verifies_with_the_judge(tmp_path):
     pytest.importorskip("drtriton.judge")
     from pathlib import Path
 
-    from drtriton.compiler.convert import convert
+    from drtriton.commands import convert
 
     example = Path(__file__).resolve().parents[1] / "examples" / "conv_relu_bias.py"
     messages: list[str] = []

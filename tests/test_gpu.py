@@ -14,6 +14,7 @@ import pytest
 
 from drtriton.compiler import CompilerConfig, compile_program
 from drtriton.judge import JudgeConfig, verify
+from drtriton.policy import CompilerPolicy
 from drtriton.search import SearchConfig, search
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -99,12 +100,13 @@ def test_a_second_verdict_loads_its_kernels_from_the_store(tmp_path):
 def test_search_times_fragments_and_keeps_a_verified_program(tmp_path):
     config = SearchConfig(device="cuda", max_fragment_ops=2, wall_time_s=300,
                           cache_path=str(tmp_path / "verdicts.sqlite"))
-    report = search(PROGRAM, config)
+    compiler = [CompilerPolicy(device="cuda").candidates]
+    report = search(PROGRAM, config, compiler)
     assert report.timed and report.status == "correct", (report.status, report.notes)
     _timed_and_correct(report.verdict)
     assert report.whole_verdict is not None and report.whole_verdict.ok
     assert report.fragments_tried >= 1 and report.chosen in ("whole", "composed")
-    again = search(PROGRAM, config)  # every verdict now comes from the cache
+    again = search(PROGRAM, config, compiler)  # every verdict now comes from the cache
     assert again.cache_hits == report.candidates_judged and again.candidates_judged == 0
 
 

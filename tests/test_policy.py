@@ -6,16 +6,8 @@ from http.server import BaseHTTPRequestHandler, HTTPServer
 
 import pytest
 
-from drtriton.policy import (
-    AnswerParseError,
-    CompilerPolicy,
-    HFPolicy,
-    OpenAIPolicy,
-    Sampling,
-    build_messages,
-    format_answer,
-    parse_answer,
-)
+from drtriton.policy import CompilerPolicy, HFPolicy, OpenAIPolicy, Policy, Sampling, load_policy
+from drtriton.prompts import AnswerParseError, build_messages, format_answer, parse_answer
 
 CANDIDATE = "import torch\nimport triton\n\n\nclass ModelNew(torch.nn.Module):\n    pass\n"
 PROGRAM = """import torch
@@ -93,6 +85,49 @@ def test_compiler_policy_answers_parse_and_unsupported_says_why():
     assert "cannot convert" in answer
     with pytest.raises(AnswerParseError):
         parse_answer(answer)
+
+
+class _InProcessPool:
+    """A judge pool that runs the named child function here: enough to see what a policy asks
+    the sandbox for (the judge's own tests cover the sandbox)."""
+
+    class config:  # noqa: N801 (stands in for a JudgeConfig)
+        precision = "fp32"
+
+    def call(self, source, function, arguments, phase, exclusive=False) -> dict:
+        import importlib
+
+        module, _, name = function.partition(":")
+        return getattr(importlib.import_module(module), name)(source, **arguments)
+
+
+def test_the_compiler_policys_three_views_agree():
+    policy = CompilerPolicy(device="cpu")
+    answer = parse_answer(policy.generate([PROGRAM], 1, Sampling())[0][0])
+    (candidate,) = policy.candidates(PROGRAM, 1, Sampling())
+    first, notes = policy.first_candidate(PROGRAM, _InProcessPool())
+    assert answer.strip() == candidate.strip() == first.strip()
+    assert notes == {"tuned_kernels": 0, "tuning_error": "", "hybrid_choice": ""}
+    unsupported = PROGRAM.replace("torch.relu(x)", "torch.sort(x)[0]")
+    assert policy.candidates(unsupported, 1, Sampling()) == []
+    with pytest.raises(ValueError, match="sort"):
+        policy.first_candidate(unsupported, _InProcessPool())
+
+
+def test_a_model_policy_is_read_through_the_answer_parser():
+    class Stub(Policy):
+        def generate(self, sources, n, sampling):
+            return [["no code here", format_answer(CANDIDATE)][:n] for _ in sources]
+
+    assert Stub().candidates(PROGRAM, 2, Sampling()) == [CANDIDATE]
+    with pytest.raises(AnswerParseError, match="no fenced code block"):
+        Stub().first_candidate(PROGRAM, _InProcessPool())  # pass@1: the first answer counts
+
+
+def test_a_spec_names_the_compiler_in_the_judges_mode_and_precision():
+    assert load_policy("compiler", "cuda:1", "hybrid", "tf32") == CompilerPolicy(
+        device="cuda", mode="hybrid", precision="tf32")
+    assert load_policy("openai:http://h/v1#m") == OpenAIPolicy("http://h/v1", "m")
 
 
 class _FakeOpenAI(BaseHTTPRequestHandler):

@@ -6,6 +6,7 @@ import pytest
 import torch
 
 from drtriton.judge import Verdict
+from drtriton.policy import CompilerPolicy
 from drtriton.program import load_program
 from drtriton.search import (
     Choice,
@@ -185,11 +186,14 @@ def test_best_cover_without_timing_prefers_fewer_fragments():
     assert len(best_cover(2, untimed)) == 1
 
 
+COMPILER = [CompilerPolicy(device="cpu").candidates]  # the built-in compiler, strict, on a CPU
+
+
 @pytest.fixture(scope="module")
 def cpu_search(tmp_path_factory):
     cache = tmp_path_factory.mktemp("cache") / "verdicts.sqlite"
     config = SearchConfig(device="cpu", max_fragment_ops=2, judge_workers=1, cache_path=str(cache))
-    return config, search(PROGRAM, config)
+    return config, search(PROGRAM, config, COMPILER)
 
 
 def test_cpu_search_finds_a_verified_program(cpu_search):
@@ -201,9 +205,14 @@ def test_cpu_search_finds_a_verified_program(cpu_search):
     load_program(_standalone(report.source))  # a standalone program
 
 
+def test_search_needs_its_candidate_generators():
+    with pytest.raises(ValueError, match="candidate generator"):
+        search(PROGRAM, SearchConfig(device="cpu"), [])
+
+
 def test_cache_makes_a_repeated_search_free(cpu_search):
     config, first = cpu_search
-    again = search(PROGRAM, config)
+    again = search(PROGRAM, config, COMPILER)
     assert again.candidates_judged == 0
     assert again.cache_hits == first.candidates_judged
     assert again.status == first.status
@@ -258,35 +267,31 @@ def test_convert_search_budget_options_and_cache(tmp_path):
     assert bad.exit_code == 2 and "at least 1" in bad.output
 
 
-def test_compiler_generator_offers_hybrid_variants_only_to_a_hybrid_judge():
-    from drtriton.search import compiler_generator
-
+def test_the_compiler_offers_hybrid_variants_only_to_a_hybrid_judge():
     program = PROGRAM.replace(
         "b = torch.add(a, y)",
         "b = torch.matmul(a, y.reshape(32, 4)).reshape(4, 4)\n"
         "        b = torch.add(b.reshape(1, 16).expand(8, 16), 1.0)",
     )
-    strict = compiler_generator("strict", "cpu")(program)
-    hybrid = compiler_generator("hybrid", "cpu")(program)
+    strict = CompilerPolicy(mode="strict").candidates(program)
+    hybrid = CompilerPolicy(mode="hybrid").candidates(program)
     assert len(strict) == 1 and len(hybrid) == 2
     assert hybrid[0] == strict[0] and hybrid[1] != strict[0]
     # regression: with no matmul or convolution the hybrid translation is the strict one but for
     # its docstring, and the H200 search judged each such fragment twice
-    assert len(compiler_generator("hybrid", "cpu")(PROGRAM)) == 1
+    assert len(CompilerPolicy(mode="hybrid").candidates(PROGRAM)) == 1
 
 
-def test_compiler_generator_offers_fused_window_prologues_only_where_they_differ():
-    from drtriton.search import compiler_generator
-
+def test_the_compiler_offers_fused_window_prologues_only_where_they_differ():
     pooled = PROGRAM.replace(
         "b = torch.add(a, y)",
         "b = F.max_pool1d(F.gelu(torch.sigmoid(a) * a).reshape(1, 8, 16), 9, 1, 4).reshape(8, 16)\n"
         "        b = torch.add(b, y.reshape(8, 16))",
     )
-    strict = compiler_generator("strict", "cpu")(pooled)
+    strict = CompilerPolicy(mode="strict").candidates(pooled)
     assert len(strict) == 2  # GELU materialised before the pool's windows, and fused into them
     assert strict[0].count("@triton.jit") == strict[1].count("@triton.jit") + 1
-    assert len(compiler_generator("strict", "cpu")(PROGRAM)) == 1
+    assert len(CompilerPolicy(mode="strict").candidates(PROGRAM)) == 1
 
 
 def test_fragments_are_judged_as_a_prefilter():
@@ -380,7 +385,7 @@ def test_a_constructor_that_cannot_be_copied_leaves_the_program_whole():
 @pytest.mark.slow
 def test_cpu_search_splits_a_program_with_parameters():
     config = SearchConfig(device="cpu", max_fragment_ops=2, judge_workers=1)
-    report = search(PROGRAM_WITH_PARAMETERS, config)
+    report = search(PROGRAM_WITH_PARAMETERS, config, COMPILER)
     assert report.status == "correct", report.notes
     assert report.fragments_tried >= 3
     assert report.composed_verdict is not None and report.composed_verdict.ok, (

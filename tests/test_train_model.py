@@ -1,6 +1,6 @@
 """The offline tiny model: tokenizer round trip, chat template, loads with transformers."""
 
-from drtriton.policy import build_messages, format_answer
+from drtriton.prompts import build_messages, format_answer
 
 
 def test_init_model_tiny_is_offline_and_loadable(tmp_path, monkeypatch):

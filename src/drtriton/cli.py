@@ -280,7 +280,7 @@ def convert(
 
     The candidate is written once the judge has a verdict on it (exit 0: correct,
     1: not correct); a program that cannot be compiled or run leaves no file (2)."""
-    from drtriton.compiler.convert import convert as run_convert
+    from drtriton.commands import convert as run_convert
     from drtriton.scratch import scratch_dir
 
     _check_readable(program, "program")
@@ -390,6 +390,8 @@ def _check_search_budget(max_fragment_ops: int, search_wall_s: float,
         fail("--search-wall-s must be positive")
 
 
+POLICY_HELP = ("The policy: compiler (the built-in compiler) | hf:MODEL_DIR (a local checkpoint) "
+               "| openai:BASE_URL#MODEL (an OpenAI-compatible endpoint, key in OPENAI_API_KEY).")
 UNSAFE_HELP = ("Run untrusted code without OS isolation when bubblewrap is unavailable "
                "(recorded in every verdict).")
 
@@ -474,13 +476,12 @@ def init_model(
 def pairs(
     programs: Path = typer.Option(..., help="Programs JSONL (drtriton synth output)."),
     out: Path = typer.Option(..., help="Output pairs JSONL (judge-verified answers only)."),
-    teacher: str = typer.Option("compiler", help="compiler | openai."),
+    teacher: str = typer.Option("compiler", help=POLICY_HELP),
     samples: int = typer.Option(4, min=1, help="Answers per program for LLM teachers."),
-    device: str = typer.Option("auto", help="Judge device: auto | cpu | cuda | cuda:N."),
+    device: str = typer.Option(
+        "auto", help="Judge (and hf: teacher) device: auto | cpu | cuda | cuda:N."),
     judge_workers: int = typer.Option(
         None, min=1, help="Parallel judge sandboxes (default: per device)."),
-    openai_url: str = typer.Option("", help="OpenAI-compatible base URL, e.g. http://127.0.0.1:8000/v1."),
-    openai_model: str = typer.Option("", help="Model name at that endpoint."),
     temperature: float = typer.Option(0.6, help="Sampling temperature (LLM teachers)."),
     unsafe_no_sandbox: bool = typer.Option(False, "--unsafe-no-sandbox", help=UNSAFE_HELP),
 ) -> None:
@@ -490,10 +491,10 @@ def pairs(
     from drtriton.train.commands import pairs_command
     from drtriton.train.pairs import PairsConfig
 
+    _check_policy(teacher, "--teacher")
     _check_writable(out)
     config = PairsConfig(str(programs), str(out), teacher, samples, device, judge_workers,
-                         openai_url=openai_url, openai_model=openai_model, temperature=temperature,
-                         unsafe_no_sandbox=unsafe_no_sandbox)
+                         temperature=temperature, unsafe_no_sandbox=unsafe_no_sandbox)
     _run_training(pairs_command, config)
 
 
@@ -610,7 +611,7 @@ def bench(
     scale: Literal["small", "gpu"] = typer.Option("small", help="Synthetic scale: small | gpu."),
     programs: Path = typer.Option(None, help="Use these synthesized programs (JSONL) instead of synthesizing."),
     path: Path = typer.Option(None, help="KernelBench checkout (suite kernelbench)."),
-    policy: str = typer.Option("compiler", help="compiler | hf:MODEL_DIR | openai:BASE_URL#MODEL."),
+    policy: str = typer.Option("compiler", help=POLICY_HELP),
     samples: int = typer.Option(1, min=1, help="LLM answers per fragment when searching."),
     search: bool = typer.Option(False, help="Use test-time fragment search."),
     max_fragment_ops: int = typer.Option(4, help="Largest fragment (operators) when searching."),
@@ -640,7 +641,7 @@ def bench(
 
     if suite == "kernelbench" and (path is None or not path.exists()):
         fail("--suite kernelbench needs --path to an existing KernelBench checkout")
-    _check_policy(policy)
+    _check_policy(policy, "--policy")
     if programs is not None:
         _check_readable(programs, "--programs file")
     if timeout_s <= 0:
@@ -670,15 +671,16 @@ def _bench_levels(text: str, suite: str) -> tuple[int, ...]:
     return levels
 
 
-def _check_policy(policy: str) -> None:
+def _check_policy(spec: str, option: str) -> None:
+    """A policy spec (``--policy``, ``--teacher``) that names a policy, checked before work."""
     from drtriton.policy import parse_policy_spec
 
     try:
-        kind, args = parse_policy_spec(policy)
+        kind, args = parse_policy_spec(spec)
     except ValueError as exc:
-        fail(str(exc))
+        fail(f"{option}: {exc}")
     if kind == "hf" and not Path(args[0]).is_dir():
-        fail(f"--policy {policy}: no model directory {args[0]}")
+        fail(f"{option} {spec}: no model directory {args[0]}")
 
 
 def _run_bench(config: BenchConfig, out: Path) -> None:

@@ -1,68 +1,46 @@
-"""Policies: what turns a PyTorch program into candidate *answers* (text), behind one interface.
+"""Policies: what turns a PyTorch program into candidate sources, behind one interface.
 
-The one prompt format (``build_messages``) asks for optional reasoning plus one fenced Python block
-that defines ``ModelNew``; ``parse_answer`` turns an answer into candidate source or raises
-``AnswerParseError`` saying why. Three policies implement ``Policy.generate``:
+Every policy answers in the one prompt format (``drtriton.prompts``) and offers three views of
+the same thing, program in, candidates out:
 
-* ``CompilerPolicy``: the built-in compiler (deterministic; wraps its output as an answer),
+* ``generate(sources, n, sampling)``: ``n`` answers (text) per program, what training learns from;
+* ``candidates(source, n, sampling)``: candidate sources for one program (the answers that parse),
+  what the search judges (``policy_generator`` makes a search generator of any policy);
+* ``first_candidate(source, pool)``: the one candidate pass@1 counts, and notes for its benchmark
+  row, what the benchmark judges.
+
+Three policies:
+
+* ``CompilerPolicy``: the built-in compiler (deterministic; in the judge's mode and precision),
 * ``HFPolicy``: a local Hugging Face causal LM checkpoint directory (transformers ``generate``),
 * ``OpenAIPolicy``: any OpenAI-compatible ``/chat/completions`` endpoint (a vLLM server, ...),
   over plain HTTP with ``urllib``.
 
-    from drtriton.policy import CompilerPolicy, Sampling, parse_answer
-    answers = CompilerPolicy(device="cpu").generate([source], n=1, sampling=Sampling())
-    candidate = parse_answer(answers[0][0])
+One name for each, everywhere (``bench --policy``, ``pairs --teacher``): ``compiler``,
+``hf:MODEL_DIR`` or ``openai:BASE_URL#MODEL`` (``parse_policy_spec``, ``load_policy``).
 
-Training (``drtriton.train``), conversion and search all use this module.
+    from drtriton.policy import CompilerPolicy, Sampling
+    candidates = CompilerPolicy(device="cpu").candidates(source, 1, Sampling())
 """
 
 from __future__ import annotations
 
-import ast
+import abc
 import json
 import os
-import re
 import threading
 import urllib.error
 import urllib.request
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any
 
 from drtriton.devices import device_kind
-from drtriton.program import TORCH_STATE_LOCK, parse_python
+from drtriton.program import TORCH_STATE_LOCK
+from drtriton.prompts import AnswerParseError, build_messages, format_answer, parse_answer
 
-SYSTEM_PROMPT = (
-    "You are an expert GPU kernel engineer. You rewrite PyTorch programs as fast, correct "
-    "Triton kernels."
-)
-
-TASK_TEMPLATE = """Rewrite the PyTorch program below so that its computation runs in Triton kernels.
-
-```python
-{source}
-```
-
-Rules:
-- Define `class ModelNew(torch.nn.Module)` with the same constructor arguments as `Model`; \
-`forward` takes the same inputs and returns the same outputs (shapes, dtypes, values within \
-tolerance).
-- All computation in `forward` runs in `@triton.jit` kernels; PyTorch may only allocate \
-outputs, make inputs contiguous and reshape views.
-- Import only `torch` and `triton` (and their submodules). Do not import or subclass `Model`.
-- Answer with optional brief reasoning, then exactly one fenced ```python block holding the \
-whole file."""
-
-ALLOWED_IMPORT_ROOTS = ("torch", "triton", "__future__")
-_FENCE = re.compile(r"```[ \t]*([A-Za-z0-9_+-]*)[^\n]*\n(.*?)(?:```|\Z)", re.DOTALL)
-
-
-class AnswerParseError(ValueError):
-    """An answer holds no usable candidate; ``reason`` is a short explanation."""
-
-    def __init__(self, reason: str) -> None:
-        self.reason = reason
-        super().__init__(reason)
+if TYPE_CHECKING:
+    from drtriton.judge import JudgePool
 
 
 @dataclass(frozen=True)
@@ -75,101 +53,111 @@ class Sampling:
     seed: int | None = None
 
 
-class Policy(Protocol):
-    def generate(
-        self, sources: Sequence[str], n: int, sampling: Sampling
-    ) -> list[list[str]]:
+class Policy(abc.ABC):
+    """Program in, candidate sources out. A policy implements ``generate``; the other two views
+    parse its answers unless the policy has a better way (the compiler has)."""
+
+    @abc.abstractmethod
+    def generate(self, sources: Sequence[str], n: int, sampling: Sampling) -> list[list[str]]:
         """``n`` candidate answers (text) for each program source, in input order."""
-        ...
+
+    def candidates(self, source: str, n: int, sampling: Sampling) -> list[str]:
+        """Candidate sources from ``n`` answers for one program; answers that do not parse are
+        dropped."""
+        found = []
+        for answer in self.generate([source], n, sampling)[0]:
+            try:
+                found.append(parse_answer(answer))
+            except AnswerParseError:
+                continue
+        return found
+
+    def first_candidate(self, source: str, pool: JudgePool) -> tuple[str, dict]:
+        """The candidate pass@1 counts, the first answer's, and the notes for its benchmark row;
+        raises (``AnswerParseError`` with the reason) when that answer holds none."""
+        return parse_answer(self.generate([source], 1, Sampling())[0][0]), {}
 
 
-# ----------------------------------------------------------------------------- prompt and parser
-def build_messages(source: str) -> list[dict[str, str]]:
-    """The chat messages (system + user) for one program; the answer is the assistant turn."""
-    return [
-        {"role": "system", "content": SYSTEM_PROMPT},
-        {"role": "user", "content": TASK_TEMPLATE.format(source=source.strip())},
-    ]
-
-
-def format_answer(candidate_source: str, reasoning: str = "") -> str:
-    """An answer in the expected form: optional reasoning, then one fenced python block."""
-    head = f"{reasoning.strip()}\n\n" if reasoning.strip() else ""
-    return f"{head}```python\n{candidate_source.strip()}\n```"
-
-
-def parse_answer(text: str) -> str:
-    """Candidate source from an answer, or ``AnswerParseError`` with the reason.
-
-    Tolerant: any fence language tag (python, py, none), several blocks (the last one that
-    defines ``ModelNew`` wins), an unfenced answer that is itself a Python file, a missing
-    closing fence at the very end (truncated generation) as long as the code still parses.
-    """
-    blocks = [(tag.lower(), body) for tag, body in _FENCE.findall(text)]
-    if not blocks:
-        if "class ModelNew" in text and _parses(text):
-            return _checked(text)
-        raise AnswerParseError("no fenced code block")
-    code_blocks = [b for t, b in blocks if t in ("", "python", "py", "python3")] or [
-        b for _, b in blocks
-    ]
-    defining = [b for b in code_blocks if re.search(r"^\s*class\s+ModelNew\b", b, re.M)]
-    if not defining:
-        raise AnswerParseError("no code block defines class ModelNew")
-    return _checked(defining[-1])
-
-
-def _parses(source: str) -> bool:
-    try:
-        parse_python(source)
-    except SyntaxError:
-        return False
-    return True
-
-
-def _checked(source: str) -> str:
-    source = source.strip() + "\n"
-    try:
-        tree = parse_python(source)
-    except SyntaxError as exc:
-        raise AnswerParseError(f"syntax error: {exc.msg} (line {exc.lineno})") from None
-    if not any(isinstance(n, ast.ClassDef) and n.name == "ModelNew" for n in tree.body):
-        raise AnswerParseError("class ModelNew is not defined at module level")
-    for node in ast.walk(tree):
-        if isinstance(node, ast.Import):
-            names = [a.name for a in node.names]
-        elif isinstance(node, ast.ImportFrom):
-            names = [node.module or "."]
-        else:
-            continue
-        bad = [m for m in names if m.split(".")[0] not in ALLOWED_IMPORT_ROOTS]
-        if bad:
-            raise AnswerParseError(f"imports {bad[0]} (only torch and triton are allowed)")
-    return source
+def policy_generator(policy: Policy, samples: int,
+                     sampling: Sampling | None = None) -> Callable[[str], list[str]]:
+    """A policy as a search's candidate generator (fragment source -> candidate sources), from
+    ``samples`` answers per fragment."""
+    sampling = sampling or Sampling()
+    return lambda source: policy.candidates(source, samples, sampling)
 
 
 # ----------------------------------------------------------------------------- the compiler
 @dataclass(frozen=True)
-class CompilerPolicy:
-    """The built-in compiler as a policy: one deterministic answer, repeated ``n`` times.
+class CompilerPolicy(Policy):
+    """The built-in compiler as a policy. Deterministic: one answer, repeated ``n`` times; a
+    program it cannot lower gets an answer without code that says why (it fails to parse).
 
-    A program it cannot lower gets an answer without code that says why (it fails to parse).
+    ``mode`` is the judge's: a hybrid judge also gets the compiler's hybrid translation among the
+    search's candidates. ``precision`` is the judge preset's (``JudgeConfig.precision``).
     """
 
-    device: str = "cpu"  # cpu: interpreter blocks; cuda: autotuned kernels
+    device: str = "cpu"  # kernel flavour: cpu (interpreter blocks) or cuda (autotuned kernels)
     mode: str = "strict"
+    precision: str = "fp32"
 
     def answer(self, source: str) -> str:
         from drtriton.compiler import CompilerConfig, UnsupportedOperatorError, compile_program
 
+        config = CompilerConfig(mode=self.mode, device=self.device, precision=self.precision)
         try:
-            candidate = compile_program(source, CompilerConfig(mode=self.mode, device=self.device))
+            candidate = compile_program(source, config)
         except UnsupportedOperatorError as exc:
             return f"The built-in compiler cannot convert this program: {exc}"
         return format_answer(candidate, "Translation by drtriton's built-in compiler.")
 
     def generate(self, sources: Sequence[str], n: int, sampling: Sampling) -> list[list[str]]:
         return [[self.answer(s)] * n for s in sources]
+
+    def candidates(self, source: str, n: int = 1, sampling: Sampling | None = None) -> list[str]:
+        """Its strict translation, and under a hybrid judge also its hybrid one (vendor
+        matmul/convolution); then each again with every computed input fused into the window
+        and tile kernels that re-read it (``max_window_recompute=inf``), which differs only
+        where the default materialises such an input. Variants with the same kernels count
+        once; ``n`` and ``sampling`` do not apply (it is deterministic)."""
+        from drtriton.compiler import compile_program, kernel_body
+
+        found, bodies = [], set()
+        for config in self._search_configs():
+            try:
+                candidate = compile_program(source, config)
+            except Exception:  # an operator it cannot lower (or a trace failure): no candidate
+                continue
+            # a hybrid translation with no vendor call is the strict one but for its
+            # docstring's mode: judging it again would double the search's cost
+            if kernel_body(candidate) not in bodies:
+                bodies.add(kernel_body(candidate))
+                found.append(candidate)
+        return found
+
+    def _search_configs(self) -> list:
+        from drtriton.compiler import CompilerConfig
+
+        modes = ("strict", "hybrid") if self.mode == "hybrid" else ("strict",)
+        target = device_kind(self.device)
+        return [CompilerConfig(mode=m, device=target, max_window_recompute=recompute,
+                               precision=self.precision)
+                for recompute in (CompilerConfig().max_window_recompute, float("inf"))
+                for m in modes]
+
+    def first_candidate(self, source: str, pool: JudgePool) -> tuple[str, dict]:
+        """Compiled in one of ``pool``'s sandboxes (the program is a user's code), on a GPU
+        tuned, and on a GPU in hybrid mode the faster of hybrid and strict; the notes say how
+        (``compiler.convert.compile_in_child``). A program it cannot compile raises
+        ``ValueError`` with the compiler's reason."""
+        from drtriton.compiler.convert import compile_sandboxed
+
+        result = compile_sandboxed(pool, source, self.mode, self.device, self.precision)
+        if "error" in result:
+            raise ValueError(result["error"])
+        tuned = result.get("tuning", {}).get("choices", {})
+        return result["candidate"], {
+            "tuned_kernels": len(tuned), "tuning_error": result.get("tuning_error", ""),
+            "hybrid_choice": result.get("hybrid_choice", {}).get("chose", "")}
 
 
 # ----------------------------------------------------------------------------- local HF model
@@ -231,7 +219,7 @@ def sample_token_ids(
     return result
 
 
-class HFPolicy:
+class HFPolicy(Policy):
     """A local Hugging Face causal LM (checkpoint directory) sampled with transformers."""
 
     def __init__(self, model_dir: str, device: str = "cpu", batch_size: int = 4) -> None:
@@ -267,7 +255,7 @@ class HFPolicy:
 
 # ----------------------------------------------------------------------------- OpenAI-compatible
 @dataclass(frozen=True)
-class OpenAIPolicy:
+class OpenAIPolicy(Policy):
     """Any OpenAI-compatible chat endpoint, e.g. ``http://127.0.0.1:8000/v1`` (vLLM).
 
     The key is read from the environment variable named by ``api_key_env`` (may be unset for
@@ -333,11 +321,13 @@ def parse_policy_spec(spec: str) -> tuple[str, tuple[str, ...]]:
     )
 
 
-def load_policy(spec: str, device: str = "cpu") -> Policy:
-    """The policy a spec names (see ``parse_policy_spec``), on ``device``."""
+def load_policy(spec: str, device: str = "cpu", mode: str = "strict",
+                precision: str = "fp32") -> Policy:
+    """The policy a spec names (see ``parse_policy_spec``), on ``device``; ``mode`` and
+    ``precision`` (the judge's) apply to the compiler."""
     kind, args = parse_policy_spec(spec)
     if kind == "compiler":
-        return CompilerPolicy(device=device_kind(device))
+        return CompilerPolicy(device=device_kind(device), mode=mode, precision=precision)
     if kind == "hf":
         return HFPolicy(args[0], device=device)
     return OpenAIPolicy(*args)

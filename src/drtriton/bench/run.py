@@ -9,12 +9,16 @@ import json
 import time
 from concurrent.futures import ThreadPoolExecutor, as_completed
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from drtriton.bench.problems import BenchConfig, Problem, kernelbench_problems, synthetic_problems
 from drtriton.bench.records import machine_record
 from drtriton.bench.report import write_report
 from drtriton.bench.rows import load_rows
 from drtriton.devices import device_kind
+
+if TYPE_CHECKING:
+    from drtriton.policy import Policy
 
 
 def _row(problem: Problem, verdict, chosen: str, wall_s: float, reason: str = "") -> dict:
@@ -89,24 +93,11 @@ def run_filters(record, device: str) -> str | None:
     return reason
 
 
-def _policy(config: BenchConfig, device: str):
+def _policy(config: BenchConfig, device: str, precision: str) -> Policy:
+    """The policy ``config`` names; the compiler in the judge's mode and ``precision``."""
     from drtriton.policy import load_policy
 
-    return load_policy(config.policy, device)
-
-
-def _compile(pool, source: str, mode: str, target: str) -> tuple[str, dict]:
-    """The compiler's candidate, captured (and on a GPU tuned) in a sandboxed child, at the
-    precision the judge's preset holds it to, and a note of its tuning for the row."""
-    from drtriton.compiler.convert import compile_sandboxed
-
-    result = compile_sandboxed(pool, source, mode, target)
-    if "error" in result:
-        raise ValueError(result["error"])
-    tuned = result.get("tuning", {}).get("choices", {})
-    return result["candidate"], {"tuned_kernels": len(tuned),
-                                 "tuning_error": result.get("tuning_error", ""),
-                                 "hybrid_choice": result.get("hybrid_choice", {}).get("chose", "")}
+    return load_policy(config.policy, device, config.mode, precision)
 
 
 def solve_problem(
@@ -114,13 +105,13 @@ def solve_problem(
     config: BenchConfig,
     pool,
     fragment_pool=None,
-    policy=None,
+    policy: Policy | None = None,
 ) -> dict:
     """Produce a candidate for one problem with the configured policy and judge it.
 
-    ``policy`` is the loaded LLM policy when ``config.policy`` names one (``run_bench`` loads it
-    once for all problems); when None it is loaded here. A problem whose own program cannot be
-    run becomes an ``invalid_reference`` row with the reason, like any other outcome."""
+    ``policy`` is the loaded policy ``config.policy`` names (``run_bench`` loads it once for all
+    problems); when None it is loaded here. A problem whose own program cannot be run becomes an
+    ``invalid_reference`` row with the reason, like any other outcome."""
     from drtriton.program import ProgramError  # the judge's InvalidReferenceError is one
 
     started = time.perf_counter()
@@ -132,45 +123,11 @@ def solve_problem(
             "status": "invalid_reference"
         }
     if config.search:
-        from drtriton.search import SearchConfig, compiler_generator, policy_generator, search
-
-        search_config = SearchConfig(
-            device=device,
-            mode=config.mode,
-            preset=config.preset,
-            max_fragment_ops=config.max_fragment_ops,
-            wall_time_s=config.search_wall_s,
-            candidates_per_fragment=config.candidates_per_fragment,
-            cache_path=config.search_cache,
-        )
-        generators = [compiler_generator(config.mode, device, pool.config.precision)]
-        if config.policy != "compiler":
-            policy = policy or _policy(config, device)
-            generators.append(policy_generator(policy, config.samples))
-        try:
-            report = search(
-                problem.source, search_config, generators, pool=pool, fragment_pool=fragment_pool
-            )
-        except ProgramError as exc:
-            return _invalid_row(problem, exc, started)
-        row = _row(
-            problem,
-            report.verdict,
-            report.chosen,
-            time.perf_counter() - started,
-            "; ".join(report.notes),
-        )
-        return row | _search_columns(report)
-    tuning: dict = {}
-    try:
-        if config.policy == "compiler":
-            candidate, tuning = _compile(pool, problem.source, config.mode, device_kind(device))
-        else:  # pass@1: the policy's first answer is the one that counts
-            from drtriton.policy import Sampling, parse_answer
-
-            policy = policy or _policy(config, device)
-            answer = policy.generate([problem.source], 1, Sampling())[0][0]
-            candidate = parse_answer(answer)
+        policy = policy or _policy(config, device, pool.config.precision)
+        return _search_row(problem, config, pool, fragment_pool, policy, started)
+    try:  # pass@1: the policy's first candidate is the one that counts
+        policy = policy or _policy(config, device, pool.config.precision)
+        candidate, notes = policy.first_candidate(problem.source, pool)
     except Exception as exc:  # the policy produced nothing usable: counted as not correct
         return _row(
             problem, None, "none", time.perf_counter() - started, f"{type(exc).__name__}: {exc}"
@@ -181,7 +138,46 @@ def solve_problem(
     except ProgramError as exc:
         return _invalid_row(problem, exc, started)
     row = _row(problem, verdict, "whole", time.perf_counter() - started)
-    return row | {"filter_s": filter_s, "policy_s": policy_s} | tuning
+    return row | {"filter_s": filter_s, "policy_s": policy_s} | notes
+
+
+def _search_row(problem: Problem, config: BenchConfig, pool, fragment_pool, policy: Policy,
+                started: float) -> dict:
+    """The row of a problem solved by the search over the compiler's candidates and, when the
+    policy is another, the policy's ``config.samples`` answers per fragment."""
+    from drtriton.policy import CompilerPolicy, policy_generator
+    from drtriton.program import ProgramError
+    from drtriton.search import SearchConfig, search
+
+    device = pool.config.resolved_device()
+    search_config = SearchConfig(
+        device=device,
+        mode=config.mode,
+        preset=config.preset,
+        max_fragment_ops=config.max_fragment_ops,
+        wall_time_s=config.search_wall_s,
+        candidates_per_fragment=config.candidates_per_fragment,
+        cache_path=config.search_cache,
+    )
+    compiler = CompilerPolicy(device_kind(device), config.mode, pool.config.precision)
+    # the compiler's variants are always searched; the compiler as the policy adds nothing
+    # (compiling every fragment twice for the same candidates)
+    policies = [compiler] if policy == compiler else [compiler, policy]
+    generators = [policy_generator(p, config.samples) for p in policies]
+    try:
+        report = search(
+            problem.source, search_config, generators, pool=pool, fragment_pool=fragment_pool
+        )
+    except ProgramError as exc:
+        return _invalid_row(problem, exc, started)
+    row = _row(
+        problem,
+        report.verdict,
+        report.chosen,
+        time.perf_counter() - started,
+        "; ".join(report.notes),
+    )
+    return row | _search_columns(report)
 
 
 def run_bench(config: BenchConfig, out: Path, on_row=None, on_start=None,
@@ -238,9 +234,9 @@ def run_bench(config: BenchConfig, out: Path, on_row=None, on_start=None,
                 on_row(done[problem.id], len(problems))
         # One problem per judge slot at a time (one per GPU): slots are the unit of parallelism.
         workers = pool.size if pool is not None else 1
-        # An LLM policy is loaded once (a checkpoint was read again for every problem), and a
-        # wrong spec or path fails here, before anything is judged.
-        policy = _policy(config, device) if todo and config.policy != "compiler" else None
+        # The policy is loaded once (a checkpoint read again for every problem costs its load
+        # each time), and a wrong spec or path fails here, before anything is judged.
+        policy = _policy(config, device, judge_config.precision) if todo else None
         with ThreadPoolExecutor(max_workers=workers) as executor:
             def solve(problem: Problem) -> dict:
                 if on_start is not None:

@@ -5,10 +5,11 @@
    with up to ``max_fragment_ops`` operators (views and casts are free); its explicit inputs are the
    tensors it reads from outside, its outputs the tensors used later. Each fragment is rendered as
    a small KernelBench-format program with the shapes seen at run time.
-2. **Candidates.** For each fragment the configured generators (the built-in compiler in strict or
-   hybrid mode; an LLM policy when given) propose candidate programs; each is verified by the judge
-   and, on a GPU, timed. Verdicts are cached in SQLite by content hash, device and library versions,
-   so a fragment repeated across programs is judged once.
+2. **Candidates.** For each fragment the generators the caller gives (``drtriton.policy``: the
+   built-in compiler in strict or hybrid mode; an LLM policy) propose candidate programs; search
+   imports no policy. Each candidate is verified by the judge and, on a GPU, timed. Verdicts are
+   cached in SQLite by content hash, device and library versions, so a fragment repeated across
+   programs is judged once.
 3. **Compose.** Dynamic programming over the topological order picks the cover of the program by
    verified fragments with the least total time (on a CPU, where nothing is timed, the fewest
    fragments: larger fusions). The chosen candidates are renamed apart and chained in one
@@ -21,8 +22,9 @@ fragment from the same random state (then shares one copy of each tensor). A con
 cannot be copied (non-torch modules, non-literal arguments) leaves the program searched whole.
 ``SearchReport`` says what was spent.
 
+    from drtriton.policy import CompilerPolicy
     from drtriton.search import SearchConfig, search
-    report = search(reference_source, SearchConfig(device="cpu"))
+    report = search(reference_source, SearchConfig(device="cpu"), [CompilerPolicy().candidates])
 """
 
 from drtriton.search.cache import VerdictCache, judging_settings
@@ -36,9 +38,7 @@ from drtriton.search.core import (
     SearchConfig,
     SearchReport,
     cache_environment,
-    compiler_generator,
     fragment_judge_config,
-    policy_generator,
     search,
     write_report,
 )
@@ -55,7 +55,7 @@ from drtriton.search.fragments import (
 __all__ = [
     "FRAGMENT_INPUT_SETS", "FRAGMENT_REPETITIONS", "FRAGMENT_TIMING_BUDGET_S", "FRAGMENT_TRIALS",
     "Choice", "Fragment", "Generator", "SearchConfig", "SearchReport", "Traced", "VerdictCache",
-    "best_cover", "boundary_numel", "cache_environment", "compiler_generator", "compose",
-    "fragment_judge_config", "is_free", "judging_settings", "make_fragment", "policy_generator",
-    "search", "segments", "trace", "verdict_cost", "write_report",
+    "best_cover", "boundary_numel", "cache_environment", "compose", "fragment_judge_config",
+    "is_free", "judging_settings", "make_fragment", "search", "segments", "trace", "verdict_cost",
+    "write_report",
 ]

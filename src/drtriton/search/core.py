@@ -11,9 +11,7 @@ from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-import torch
-
-from drtriton.devices import device_kind
+from drtriton import provenance
 from drtriton.judge import JudgeConfig, JudgePool, Verdict
 from drtriton.search.cache import VerdictCache, judging_settings
 from drtriton.search.compose import Choice, best_cover, compose, verdict_cost
@@ -27,7 +25,7 @@ class SearchConfig:
     """Budgets and settings of one search."""
 
     device: str = "auto"
-    mode: str = "strict"  # judge and compiler mode
+    mode: str = "strict"  # the judge's mode (the caller's compiler policy follows it)
     preset: str = "hardened"
     max_fragment_ops: int = 4
     candidates_per_fragment: int = 4
@@ -101,70 +99,11 @@ class SearchReport:
         return d
 
 
-def compiler_generator(mode: str, device: str, precision: str = "fp32") -> Generator:
-    """The built-in compiler as a candidate generator: its strict translation, and under a hybrid
-    judge also its hybrid one (vendor matmul/convolution); then each again with every computed
-    input fused into the window and tile kernels that re-read it (``max_window_recompute=inf``),
-    which differs only where the default materialises such an input. ``precision``: the judge
-    preset's (``JudgeConfig.precision``)."""
-    from drtriton.compiler import CompilerConfig, compile_program, kernel_body
-
-    target = device_kind(device)
-    modes = ("strict", "hybrid") if mode == "hybrid" else ("strict",)
-    configs = [
-        CompilerConfig(mode=m, device=target, max_window_recompute=recompute, precision=precision)
-        for recompute in (CompilerConfig().max_window_recompute, float("inf"))
-        for m in modes
-    ]
-
-    def generate(source: str) -> list[str]:
-        candidates, bodies = [], set()
-        for config in configs:
-            try:
-                candidate = compile_program(source, config)
-            except Exception:  # an operator it cannot lower (or a trace failure): no candidate
-                continue
-            # a hybrid translation with no vendor call is the strict one but for its docstring's
-            # mode: judging it again doubled the search's cost on the H200
-            if kernel_body(candidate) not in bodies:
-                bodies.add(kernel_body(candidate))
-                candidates.append(candidate)
-        return candidates
-
-    return generate
-
-
-def policy_generator(policy, samples: int, sampling=None) -> Generator:
-    """An LLM policy (``drtriton.policy``) as a candidate generator: ``samples`` answers per
-    fragment, parsed into candidate programs; answers that do not parse are dropped."""
-    from drtriton.policy import AnswerParseError, Sampling, parse_answer
-
-    sampling = sampling or Sampling()
-
-    def generate(source: str) -> list[str]:
-        candidates = []
-        for answer in policy.generate([source], samples, sampling)[0]:
-            try:
-                candidates.append(parse_answer(answer))
-            except AnswerParseError:
-                continue
-        return candidates
-
-    return generate
-
-
 def cache_environment(config: SearchConfig, device: str) -> dict:
     """What a cached verdict depends on besides the two sources."""
-    import triton
-
-    gpu = torch.cuda.get_device_name(0) if device.startswith("cuda") else "cpu"
-    return {
-        "gpu": gpu,
-        "torch": torch.__version__,
-        "triton": triton.__version__,
-        "preset": config.preset,
-        "mode": config.mode,
-    }
+    gpu = provenance.gpu_record(device)["device_name"] if device.startswith("cuda") else "cpu"
+    return {"gpu": gpu, **provenance.library_versions(("torch", "triton")),
+            "preset": config.preset, "mode": config.mode}
 
 
 class _Judge:
@@ -253,8 +192,8 @@ class _Outcome:
 
 def search(
     reference: str,
-    config: SearchConfig | None = None,
-    generators: Sequence[Generator] | None = None,
+    config: SearchConfig,
+    generators: Sequence[Generator],
     pool: JudgePool | None = None,
     fragment_pool: JudgePool | None = None,
     on_progress: Callable[[str], None] | None = None,
@@ -265,13 +204,13 @@ def search(
     may skip the torch.compile baseline (``fragment_judge_config``): only candidate times matter
     there, and compiling every fragment's reference would dominate the search's cost.
     ``on_progress(message)`` hears what the search is judging: a GPU search takes minutes.
+    ``generators`` propose the candidates (the caller's policies: search knows none of them;
+    ``drtriton.policy.CompilerPolicy(...).candidates`` is the built-in compiler's).
     """
-    config = config or SearchConfig()
+    if not generators:
+        raise ValueError("search needs at least one candidate generator")
     budget = _Budget(config.wall_time_s)
     device = config.judge_config().resolved_device()
-    precision = JudgeConfig(preset=config.preset).precision
-    generators = list(generators) if generators else [
-        compiler_generator(config.mode, device, precision)]
     with _judges(config, device, pool, fragment_pool) as (judge, fragment_judge):
         steps = _Search(config, generators, judge, fragment_judge, budget, on_progress)
         steps.run(reference)

@@ -14,8 +14,8 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 import drtriton
-from drtriton.policy import SYSTEM_PROMPT, TASK_TEMPLATE
 from drtriton.program import TORCH_STATE_LOCK
+from drtriton.prompts import SYSTEM_PROMPT, TASK_TEMPLATE
 
 SPECIAL_TOKENS = ("<|endoftext|>", "<|im_start|>", "<|im_end|>")
 # ChatML, as Qwen2 uses it; the assistant turn ends with <|im_end|>, which is also eos.

@@ -1,12 +1,15 @@
 """Warm-up pairs: run a teacher on programs and keep only judge-verified answers.
 
-Rejection sampling: the teacher writes ``samples`` answers per program (the compiler is
-deterministic, so one), each parsed answer is judged, and the first correct one per program is
-written as a pair with its verdict. Output: one JSON record a line with ``program_id``, ``level``,
-``source`` (the PyTorch program), ``answer`` (the assistant text the SFT stage trains on),
-``teacher`` and ``verdict``.
+Rejection sampling: the teacher, named like every policy (``compiler``, ``hf:MODEL_DIR``,
+``openai:BASE_URL#MODEL``; ``drtriton.policy.load_policy``), writes ``samples`` answers per
+program (the compiler is deterministic: its one answer is judged once), each parsed answer is
+judged, and the first correct one per program is written as a pair with its verdict. Output: one
+JSON record a line with ``program_id``, ``level``, ``source`` (the PyTorch program), ``answer``
+(the assistant text the SFT stage trains on), ``teacher`` (the spec) and ``verdict``.
 
     drtriton pairs --programs programs.jsonl --out pairs.jsonl --teacher compiler --device cpu
+    drtriton pairs --programs programs.jsonl --out pairs.jsonl \
+        --teacher openai:http://127.0.0.1:8000/v1#Qwen/Qwen2.5-Coder-7B-Instruct
 """
 
 from __future__ import annotations
@@ -17,37 +20,27 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from drtriton.bench import HELD_OUT_SEED
-from drtriton.devices import device_kind
-from drtriton.policy import (
-    AnswerParseError,
-    CompilerPolicy,
-    OpenAIPolicy,
-    Policy,
-    Sampling,
-    parse_answer,
-)
+from drtriton.policy import Policy, Sampling, load_policy, parse_policy_spec
+from drtriton.prompts import AnswerParseError, parse_answer
 
 
 @dataclass(frozen=True)
 class PairsConfig:
     programs: str
     out: str
-    teacher: str = "compiler"  # compiler | openai
-    samples: int = 4  # answers per program for LLM teachers (the compiler gives one)
-    device: str = "auto"  # judge device (and the compiler's kernel flavour)
+    teacher: str = "compiler"  # a policy spec: compiler | hf:MODEL_DIR | openai:BASE_URL#MODEL
+    samples: int = 4  # answers per program (the compiler's repeat: judged once)
+    device: str = "auto"  # judge device (and the compiler's kernel flavour, a model's device)
     judge_workers: int | None = None
     judge_preset: str = "hardened"
     unsafe_no_sandbox: bool = False  # judge without bubblewrap (recorded in every verdict)
-    openai_url: str = ""
-    openai_model: str = ""
     temperature: float = 0.6
     max_new_tokens: int = 4096
 
     def validate(self) -> None:
-        if self.teacher not in ("compiler", "openai"):
-            raise ValueError(f"teacher must be compiler or openai, got {self.teacher!r}")
-        if self.teacher == "openai" and not (self.openai_url and self.openai_model):
-            raise ValueError("the openai teacher needs --openai-url and --openai-model")
+        kind, args = parse_policy_spec(self.teacher)  # ValueError naming the accepted specs
+        if kind == "hf" and not Path(args[0]).is_dir():
+            raise ValueError(f"teacher {self.teacher}: no model directory {args[0]}")
         if self.samples < 1:
             raise ValueError("samples must be at least 1")
 
@@ -87,12 +80,6 @@ def read_programs(path: str | Path) -> list[dict]:
     return rows
 
 
-def make_teacher(config: PairsConfig, device: str) -> tuple[Policy, int]:
-    if config.teacher == "compiler":
-        return CompilerPolicy(device=device_kind(device)), 1
-    return OpenAIPolicy(config.openai_url, config.openai_model), config.samples
-
-
 def run_pairs(config: PairsConfig, progress=None, on_skip=None) -> dict:
     """Write verified pairs to ``config.out``; returns counts by outcome.
 
@@ -107,7 +94,7 @@ def run_pairs(config: PairsConfig, progress=None, on_skip=None) -> dict:
     judge_config = JudgeConfig(device=config.device, preset=config.judge_preset, time_compile=False,
                                unsafe_no_sandbox=config.unsafe_no_sandbox)
     device = judge_config.resolved_device()
-    teacher, n = make_teacher(config, device)
+    teacher = load_policy(config.teacher, device, precision=judge_config.precision)
     sampling = Sampling(temperature=config.temperature, max_new_tokens=config.max_new_tokens)
     counts: Counter[str] = Counter()
     out = Path(config.out)
@@ -115,7 +102,7 @@ def run_pairs(config: PairsConfig, progress=None, on_skip=None) -> dict:
     with JudgePool(judge_config, config.judge_workers) as pool, out.open("w") as f:
         for done, program in enumerate(programs, 1):
             try:
-                pair = _pair(pool, teacher, n, sampling, program, counts)
+                pair = _pair(pool, teacher, config.samples, sampling, program, counts)
             except _Skipped as skipped:
                 counts[skipped.kind] += 1
                 if on_skip:
@@ -141,7 +128,8 @@ class _Skipped(Exception):
 def _pair(pool, teacher: Policy, n: int, sampling: Sampling, program: dict,
           counts: Counter) -> dict | None:
     """The first verified pair of one program, or None; ``_Skipped`` when the program cannot be
-    run or the teacher fails on it: one bad program must not end the run."""
+    run or the teacher fails on it: one bad program must not end the run. Repeated answers (the
+    compiler's ``n`` copies of one) are judged once."""
     from drtriton.program import ProgramError  # the judge's InvalidReferenceError is one
 
     try:

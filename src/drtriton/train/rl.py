@@ -37,14 +37,8 @@ from pathlib import Path
 import torch
 
 from drtriton.devices import device_kind, resolve_device
-from drtriton.policy import (
-    AnswerParseError,
-    CompilerPolicy,
-    Sampling,
-    parse_answer,
-    prompt_ids,
-    sample_token_ids,
-)
+from drtriton.policy import CompilerPolicy, Sampling, prompt_ids, sample_token_ids
+from drtriton.prompts import AnswerParseError, parse_answer
 from drtriton.stats import geomean
 from drtriton.train.batches import build_batch, pad_rows, slice_rows, token_logps
 from drtriton.train.drpo import (

@@ -1,7 +1,7 @@
 """Supervised warm-up on verified pairs with TRL's ``SFTTrainer`` (loss on the answer only).
 
 Each pair becomes a conversational prompt-completion example: the prompt is
-``drtriton.policy.build_messages(source)`` (the same prompt RL and inference use), the completion
+``drtriton.prompts.build_messages(source)`` (the same prompt RL and inference use), the completion
 is the teacher's answer. TRL masks the prompt tokens (``completion_only_loss``). With ``lora``
 the adapters are merged at the end, so ``out`` is always a plain checkpoint directory.
 Multi-GPU: run under ``accelerate launch --config_file configs/accelerate_*.yaml``
@@ -16,7 +16,7 @@ import json
 from dataclasses import dataclass
 from pathlib import Path
 
-from drtriton.policy import build_messages
+from drtriton.prompts import build_messages
 from drtriton.train.pairs import read_records
 
 

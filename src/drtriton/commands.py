@@ -1,0 +1,156 @@
+"""The bodies of commands that span layers: ``drtriton convert`` (the compiler's candidate and
+the judge's verdict on it, or the search's choice). ``cli.py`` declares the options and calls
+these; the compiler's own entry points (``compile_sandboxed``, ``resolve_device``) are in
+``drtriton.compiler.convert``.
+
+    drtriton convert examples/mlp_gelu.py -o mlp_gelu_triton.py --device auto --mode strict
+
+Exit status: 0 only when the judge says the candidate is correct; 1 when it is not; 2 (with a
+one-line message) when the program cannot be read or uses an operator the compiler cannot lower.
+The program is a user's code: the compiler's capture (which builds ``Model`` and calls
+``get_inputs``) runs in one of the judge's sandboxed children, bounded by the reference's time
+limit, like the verification after it.
+On CPU the judge runs the kernels in the Triton interpreter (``TRITON_INTERPRET=1``, set here
+before Triton is imported); on a GPU it also reports speedups over eager and ``torch.compile``.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+
+from drtriton.compiler.convert import compile_sandboxed, resolve_device
+
+
+def convert(
+    program: str,
+    out: str | None = None,
+    device: str = "auto",
+    mode: str = "strict",
+    verify: bool = True,
+    echo=print,
+    search: bool = False,
+    search_budget: dict | None = None,
+    progress=None,
+    judge_options: dict | None = None,
+) -> int:
+    """Run the whole command; returns the exit status. ``search_budget``: ``SearchConfig`` fields
+    (max_fragment_ops, wall_time_s, candidates_per_fragment, cache_path) for ``search``;
+    ``progress(message)`` hears the search's steps (default: none); ``judge_options``: extra
+    ``JudgeConfig`` fields (timeouts, ``unsafe_no_sandbox``)."""
+    try:
+        source = Path(program).read_text()
+    except OSError as exc:
+        echo(f"error: cannot read {program}: {exc.strerror or exc}")
+        return 2
+    try:
+        dev = resolve_device(device)
+    except ValueError as exc:
+        echo(f"error: {exc}")
+        return 2
+    if dev == "cpu":
+        os.environ.setdefault("TRITON_INTERPRET", "1")
+    if search:
+        preset = (judge_options or {}).get("preset", "hardened")
+        return _search(program, source, out, mode, dev, echo,
+                       {**(search_budget or {}), "preset": preset}, progress)
+    from drtriton.judge import JudgeConfig, JudgePool, SandboxUnavailable
+    from drtriton.program import ProgramError
+
+    try:
+        config = JudgeConfig(mode=mode, device=dev, jobs_per_gpu=1, **(judge_options or {}))
+        with JudgePool(config, workers=1) as pool:
+            result = compile_sandboxed(pool, source, mode, dev)
+            if "error" in result:
+                echo(f"error: {program}: {result['error']}")
+                return 2
+            candidate = result["candidate"]
+            if "tuning_error" in result:
+                echo(f"note: kernels left autotuned: {result['tuning_error']}")
+            if "strict_ms" in result.get("hybrid_choice", {}):
+                c = result["hybrid_choice"]
+                echo(f"note: kept the {c['chose']} compile ({c['strict_ms']:.3f} ms strict, "
+                     f"{c['hybrid_ms']:.3f} ms hybrid)")
+            out_path = _write(program, out, candidate, echo)
+            if out_path is None:
+                return 2
+            tuned = len(result.get("tuning", {}).get("choices", {}))
+            echo(f"wrote {out_path} ({candidate.count('@triton.jit')} Triton kernels, mode {mode}, "
+                 f"{dev}{f', {tuned} tuned' if tuned else ''})")
+            return _verify(pool, source, candidate, echo) if verify else 0
+    except ProgramError as exc:
+        echo(f"error: {program}: {exc}")
+        return 2
+    except (SandboxUnavailable, ValueError) as exc:
+        echo(f"error: {exc}")
+        return 2
+
+
+def _write(program: str, out: str | None, candidate: str, echo) -> Path | None:
+    out_path = Path(out) if out else Path(program).with_name(Path(program).stem + "_triton.py")
+    try:
+        out_path.parent.mkdir(parents=True, exist_ok=True)
+        out_path.write_text(candidate)
+    except OSError as exc:
+        echo(f"error: cannot write {out_path}: {exc.strerror or exc}")
+        return None
+    return out_path
+
+
+def _search(program: str, source: str, out: str | None, mode: str, device: str, echo, budget: dict,
+            progress=None) -> int:
+    """``convert --search``: test-time fragment search; the chosen program is already verified."""
+    from drtriton.judge import JudgeConfig
+    from drtriton.policy import CompilerPolicy
+    from drtriton.program import ProgramError
+    from drtriton.search import SearchConfig, search
+
+    if device == "cpu":
+        echo("searching for correctness only: no GPU, so candidates are verified but not timed")
+    config = SearchConfig(device=device, mode=mode, **budget)
+    precision = JudgeConfig(preset=config.preset).precision
+    compiler = CompilerPolicy(device=device, mode=mode, precision=precision)
+    try:
+        report = search(source, config, [compiler.candidates], on_progress=progress)
+    except ProgramError as exc:
+        echo(f"error: {program}: {exc}")
+        return 2
+    echo(
+        f"search: {report.fragments_tried} fragments, "
+        f"{report.candidates_judged} candidates judged, "
+        f"{report.cache_hits} cached, {report.wall_s:.1f} s; chose the {report.chosen} candidate"
+    )
+    for note in report.notes:
+        echo(f"note: {note}")
+    if report.source is None:
+        echo(f"verdict: {report.status} - no verified candidate")
+        return 1
+    out_path = _write(program, out, report.source, echo)
+    if out_path is None:
+        return 2
+    verdict = report.verdict
+    echo(f"wrote {out_path}\nverdict: {verdict.status}")
+    if verdict.speedup_eager is not None:
+        sc = f", {verdict.speedup_compile:.2f}x vs torch.compile" if verdict.speedup_compile else ""
+        echo(f"speedup: {verdict.speedup_eager:.2f}x vs eager{sc}")
+    return 0 if verdict.status == "correct" else 1
+
+
+def _verify(pool, source: str, candidate: str, echo) -> int:
+    verdict = pool.verify(source, candidate)
+    line = f"verdict: {verdict.status}"
+    if verdict.max_abs_err is not None:
+        line += f" (max abs err {verdict.max_abs_err:.3g})"
+    if verdict.reason:
+        line += f" - {verdict.reason}"
+    echo(line)
+    if verdict.speedup_eager is not None:
+        sc = f", {verdict.speedup_compile:.2f}x vs torch.compile" if verdict.speedup_compile else ""
+        echo(f"speedup: {verdict.speedup_eager:.2f}x vs eager{sc} "
+             f"({verdict.runtime_ms:.3f} ms vs {verdict.eager_ms:.3f} ms)")
+    return 0 if verdict.status == "correct" else 1
+
+
+if __name__ == "__main__":  # python -m drtriton.commands PROGRAM.py [OUT.py]
+    sys.exit(convert(sys.argv[1], sys.argv[2] if len(sys.argv) > 2 else None))
