@@ -20,7 +20,7 @@ from datetime import date
 
 from drtriton.compiler import CompilerConfig, compile_program, kernel_body
 from drtriton.judge import JudgeConfig
-from drtriton.search.cache import VerdictCache, judging_settings
+from drtriton.search.verdict_cache import VerdictCache, judging_settings
 
 SETTINGS = {"default": CompilerConfig().max_window_recompute, "fused": float("inf")}
 
@@ -72,7 +72,7 @@ def main() -> None:
     parser.add_argument("--out")
     args = parser.parse_args()
     programs = [json.loads(line) for line in open(args.programs) if line.strip()]
-    # the search's cache salt (drtriton.search.core.cache_environment), as the GPU run wrote it
+    # the search's cache salt (drtriton.search.engine.cache_environment), as the GPU run wrote it
     environment = {"gpu": args.gpu, "torch": args.torch, "triton": args.triton,
                    "preset": "hardened", "mode": args.mode}
     rows = ab_rows(programs, VerdictCache(args.cache, environment), args.mode)

@@ -417,7 +417,7 @@ def test_recompute_ab_reads_both_translations_from_a_search_cache(tmp_path):
     from compiler_cases.harness import program
     from drtriton.compiler import CompilerConfig, compile_program
     from drtriton.judge import JudgeConfig, Verdict
-    from drtriton.search.cache import VerdictCache, judging_settings
+    from drtriton.search.verdict_cache import VerdictCache, judging_settings
 
     ab = _benchmark_script("recompute_ab")
     source = program("return F.max_pool3d(F.gelu(torch.sigmoid(a) * a), kernel_size=4, stride=1)",

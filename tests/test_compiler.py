@@ -56,7 +56,7 @@ def test_views_fold_into_strides_like_torch(steps):
         elif kind == "broadcast":
             t, e = t.expand(argv), ir.broadcast_to(e, argv)
         elif kind == "slice":
-            from drtriton.compiler.lowerings.shapes import _index
+            from drtriton.compiler.lowerings.views import _index
 
             t, e = t[argv], _index(e, argv)
     assert e.shape == tuple(t.shape)

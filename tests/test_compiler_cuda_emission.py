@@ -127,7 +127,7 @@ def test_gpu_row_reductions_with_few_long_rows_split(body, shape, monkeypatch):
     # over a whole 983M-element tensor ran in one program): rows are reduced in chunks, padded
     # with the identity to whole chunks, then the chunk results are reduced.
     from compiler_cases.harness import program
-    from drtriton.compiler import reduce
+    from drtriton.compiler import reduction_plan as reduce
 
     monkeypatch.setattr(reduce, "ROW_SPLIT_MIN_LEN", 1024)
     monkeypatch.setattr(reduce, "ROW_SPLIT_CHUNK", 256)

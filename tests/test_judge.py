@@ -10,7 +10,7 @@ import pytest
 import torch
 
 from drtriton.judge import JudgeConfig, Verdict, compare_outputs
-from drtriton.judge.core import run_reference
+from drtriton.judge.pair import run_reference
 from drtriton.judge.static import check_source
 from drtriton.program import ProgramError
 
@@ -340,10 +340,23 @@ def test_code_under_a_private_directory_is_bound_back(tmp_path):
 
 
 def test_reports_with_non_finite_numbers_still_parse(tmp_path):
-    from drtriton.judge.core import _read_report
+    from drtriton.judge.pair import _read_report
     from drtriton.judge.worker import REPORT, _literal
 
     report = {"status": "ok", "t": [float("nan"), 1.5, float("-inf")], "n": {"x": float("inf")}}
     (tmp_path / REPORT).write_text(repr(_literal(report)))
     back = _read_report(tmp_path)
     assert back == {"status": "ok", "t": ["nan", 1.5, "-inf"], "n": {"x": "inf"}}
+
+
+def test_report_lines_are_the_one_way_commands_print_a_verdict():
+    from drtriton.judge import Verdict
+
+    timed = Verdict("correct", max_abs_err=0.0, runtime_ms=1.0, eager_ms=2.0,
+                    speedup_eager=2.0, speedup_compile=1.5)
+    assert timed.report_lines() == [
+        "verdict: correct (max abs err 0)",
+        "speedup: 2.00x vs eager, 1.50x vs torch.compile (1.000 ms vs 2.000 ms)",
+    ]
+    assert Verdict("incorrect", "trial 0: [x] differs").report_lines() == [
+        "verdict: incorrect - trial 0: [x] differs"]

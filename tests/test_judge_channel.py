@@ -11,7 +11,7 @@ import pytest
 import torch
 
 from drtriton.judge.channel import OUTPUTS_SOCKET, ChannelError, OutputChannel, encode_header
-from drtriton.judge.core import _load_outputs, _tensor_from
+from drtriton.judge.pair import _load_outputs, _tensor_from
 
 
 def _send(path: str, nonce: str, data: bytes, wait_ack: bool) -> bytes:

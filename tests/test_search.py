@@ -397,7 +397,7 @@ def test_whole_or_composed_is_chosen_by_speedups_measured_side_by_side():
     """Regression: on the H200 a composition timed 1.19 ms against the whole candidate's 1.45 ms,
     but its own verdict's eager took 1.26 ms against 1.63 ms in the whole's: by speedup (each a
     ratio measured in one verdict) it was the slower one, and raw times had chosen it."""
-    from drtriton.search.core import _Outcome, _report
+    from drtriton.search.engine import _Outcome, _report
 
     def outcome(whole, composed, timed=True):
         return _Outcome(whole=whole, composed_source="C", composed=composed, cover=[],

@@ -138,12 +138,12 @@ def test_every_import_points_down_the_layers():
     assert not upward, "imports of a higher layer:\n" + "\n".join(upward)
 
 
-def test_search_core_imports_neither_policy_nor_compiler():
+def test_the_search_engine_imports_neither_policy_nor_compiler():
     """Search takes its candidate generators as arguments: the caller chooses the policies."""
     edges = import_graph()
     assert ("search", "policy") not in edges and ("search", "prompts") not in edges
-    core = PACKAGE / "search" / "core.py"
-    imported = {name for name, _ in imported_modules(core)}
+    engine = PACKAGE / "search" / "engine.py"
+    imported = {name for name, _ in imported_modules(engine)}
     assert not [name for name in imported if name.startswith("drtriton.compiler")]
 
 

@@ -21,7 +21,7 @@ from rich.console import Console
 from rich.text import Text
 from typer.core import TyperGroup
 
-from drtriton.synth.records import MAX_LEVEL
+from drtriton.synth.programs import MAX_LEVEL
 
 if TYPE_CHECKING:
     from drtriton.bench import BenchConfig
@@ -196,7 +196,7 @@ def synth(
 def _resume_partial(tmp: Path, config: SynthConfig) -> int:
     """Programs an interrupted run of this command left in ``tmp``, kept; a line cut short by
     the interruption is cut off, so the file holds exactly the first programs of the run."""
-    from drtriton.synth.records import SynthError, finished_prefix
+    from drtriton.synth.programs import SynthError, finished_prefix
 
     if not tmp.exists():
         return 0
@@ -246,7 +246,9 @@ def ops() -> None:
 
     table = Table("name", "category", "arity", "ranks", "PyTorch")
     for op in OPS:
-        table.add_row(op.name, op.category, str(op.arity), ",".join(map(str, op.ranks)), op.torch_fn)
+        table.add_row(
+            op.name, op.category, str(op.arity), ",".join(map(str, op.ranks)), op.torch_fn
+        )
     stdout = Console(markup=False, highlight=False)
     stdout.print(table)
     stdout.print(f"{len(OPS)} operators")
@@ -262,19 +264,52 @@ Mode = Literal["strict", "hybrid"]
 def convert(
     program: Path = typer.Argument(..., help="KernelBench-format PyTorch program (.py)."),
     out: Path = typer.Option(
-        None, "-o", "--out", help="Candidate file (default: PROGRAM_triton.py)."),
+        None, "-o", "--out", help="Candidate file (default: PROGRAM_triton.py)."
+    ),
     device: Literal["auto", "cpu", "cuda"] = typer.Option("auto", help=DEVICES_HELP),
     mode: Mode = typer.Option(
-        "strict", help="strict (all compute in Triton) | hybrid (conv/matmul may use torch)."),
-    preset: str = typer.Option("hardened", help="Judge preset: hardened (fp32 accuracy; GPU products as 3xTF32) | kernelbench | kernelbench-v0.1 | tf32 (TF32 products, baselines with TF32)."),
-    search: bool = typer.Option(False, "--search", help="Test-time fragment search (verify and time per fragment)."),
+        "strict", help="strict (all compute in Triton) | hybrid (conv/matmul may use torch)."
+    ),
+    preset: str = typer.Option(
+        "hardened",
+        help=(
+            "Judge preset: hardened (fp32 accuracy; GPU products as 3xTF32) | kernelbench | "
+            "kernelbench-v0.1 | tf32 (TF32 products, baselines with TF32)."
+        ),
+    ),
+    search: bool = typer.Option(
+        False, "--search", help="Test-time fragment search (verify and time per fragment)."
+    ),
     max_fragment_ops: int = typer.Option(4, help="With --search: largest fragment (operators)."),
-    search_wall_s: float = typer.Option(600.0, help="With --search: its wall-time budget (seconds); a fragment range starts only if it and the composed program's verdict still fit."),
-    candidates_per_fragment: int = typer.Option(4, help="With --search: candidates judged per fragment at most."),
-    search_cache: Path = typer.Option(None, help="With --search: SQLite verdict cache reused across runs (default: none)."),
+    search_wall_s: float = typer.Option(
+        600.0,
+        help=(
+            "With --search: its wall-time budget (seconds); a fragment range starts only if it and "
+            "the composed program's verdict still fit."
+        ),
+    ),
+    candidates_per_fragment: int = typer.Option(
+        4, help="With --search: candidates judged per fragment at most."
+    ),
+    search_cache: Path = typer.Option(
+        None, help="With --search: SQLite verdict cache reused across runs (default: none)."
+    ),
     timeout_s: float = typer.Option(120.0, "--timeout-s", help=TIMEOUT_HELP),
-    reference_timeout_s: float = typer.Option(300.0, "--reference-timeout-s", help="Wall-clock limit of the program's own runs (the compiler's capture, the reference run)."),
-    unsafe_no_sandbox: bool = typer.Option(False, "--unsafe-no-sandbox", help="Run the program and its candidate without OS isolation when bubblewrap is unavailable."),
+    reference_timeout_s: float = typer.Option(
+        300.0,
+        "--reference-timeout-s",
+        help=(
+            "Wall-clock limit of the program's own runs (the compiler's capture, the reference "
+            "run)."
+        ),
+    ),
+    unsafe_no_sandbox: bool = typer.Option(
+        False,
+        "--unsafe-no-sandbox",
+        help=(
+            "Run the program and its candidate without OS isolation when bubblewrap is unavailable."
+        ),
+    ),
 ) -> None:
     """Compile a program to Triton with the built-in compiler and verify it with the judge.
 
@@ -399,15 +434,44 @@ UNSAFE_HELP = ("Run untrusted code without OS isolation when bubblewrap is unava
 @app.command()
 def verify(
     reference: Path = typer.Argument(..., help="KernelBench-format reference program (.py)."),
-    candidates: list[Path] = typer.Argument(..., help="Candidate programs defining ModelNew (.py); several are judged as one group."),
+    candidates: list[Path] = typer.Argument(
+        ...,
+        help=(
+            "Candidate programs defining ModelNew (.py); several are judged as one group."
+        ),
+    ),
     device: str = typer.Option("auto", help="auto | cpu (Triton interpreter) | cuda | cuda:N."),
-    preset: str = typer.Option("hardened", help="hardened | kernelbench | kernelbench-v0.1 | tf32 (PyTorch and its baselines with TF32)."),
+    preset: str = typer.Option(
+        "hardened",
+        help=(
+            "hardened | kernelbench | kernelbench-v0.1 | tf32 "
+            "(PyTorch and its baselines with TF32)."
+        ),
+    ),
     mode: Mode = typer.Option("strict", help="strict | hybrid (conv/matmul may use torch)."),
     timeout_s: float = typer.Option(120.0, "--timeout-s", help=TIMEOUT_HELP),
-    reference_timeout_s: float = typer.Option(300.0, "--reference-timeout-s", help="Wall-clock limit of the reference's own run (import, get_inputs, forward)."),
-    fresh_baselines: bool = typer.Option(False, "--fresh-baselines", help="Re-measure eager and torch.compile instead of using the on-disk baseline cache."),
+    reference_timeout_s: float = typer.Option(
+        300.0,
+        "--reference-timeout-s",
+        help=(
+            "Wall-clock limit of the reference's own run (import, get_inputs, forward)."
+        ),
+    ),
+    fresh_baselines: bool = typer.Option(
+        False,
+        "--fresh-baselines",
+        help=(
+            "Re-measure eager and torch.compile instead of using the on-disk baseline cache."
+        ),
+    ),
     unsafe_no_sandbox: bool = typer.Option(False, "--unsafe-no-sandbox", help=UNSAFE_HELP),
-    json_out: bool = typer.Option(False, "--json", help="Print one JSON object per candidate instead of a summary."),
+    json_out: bool = typer.Option(
+        False,
+        "--json",
+        help=(
+            "Print one JSON object per candidate instead of a summary."
+        ),
+    ),
 ) -> None:
     """Judge candidates against a reference (exit 0 only if every verdict is correct)."""
     from drtriton.judge import JudgeConfig, SandboxUnavailable, verify_group
@@ -450,7 +514,7 @@ def _run_training(fn: Callable[..., str], *args: object) -> None:
     """Run a training command body and print its result line on stdout; its UsageError (or a
     missing sandbox) becomes one line and exit status 2."""
     from drtriton.judge import SandboxUnavailable
-    from drtriton.train.commands import UsageError
+    from drtriton.train.recipes import UsageError
 
     try:
         message = fn(*args, console)
@@ -462,11 +526,16 @@ def _run_training(fn: Callable[..., str], *args: object) -> None:
 @app.command("init-model")
 def init_model(
     out: Path = typer.Option(..., help="Output directory (model + tokenizer)."),
-    preset: str = typer.Option("tiny", help="tiny (hidden 64, 2 layers) | small (hidden 256, 4 layers)."),
+    preset: str = typer.Option(
+        "tiny",
+        help=(
+            "tiny (hidden 64, 2 layers) | small (hidden 256, 4 layers)."
+        ),
+    ),
     seed: int = typer.Option(0, help="Initialisation seed."),
 ) -> None:
     """Create a random Qwen2-architecture model and an offline-built tokenizer."""
-    from drtriton.train.commands import init_model_command
+    from drtriton.train.recipes import init_model_command
 
     _check_out_dir(out)
     _run_training(init_model_command, preset, out, seed)
@@ -488,8 +557,8 @@ def pairs(
     """Run a teacher on programs and keep only judge-verified answers (warm-up pairs).
 
     A program that cannot be run is skipped, with its reason on stderr."""
-    from drtriton.train.commands import pairs_command
     from drtriton.train.pairs import PairsConfig
+    from drtriton.train.recipes import pairs_command
 
     _check_policy(teacher, "--teacher")
     _check_writable(out)
@@ -511,7 +580,7 @@ def sft(
     lora_rank: int = typer.Option(16, min=1, help="LoRA rank (with --lora)."),
 ) -> None:
     """Supervised warm-up with TRL's SFTTrainer (loss on the answer only)."""
-    from drtriton.train.commands import sft_command
+    from drtriton.train.recipes import sft_command
     from drtriton.train.sft import SFTRunConfig
 
     if max_steps == 0:
@@ -535,24 +604,40 @@ def rl(
     lr: float = typer.Option(1e-6, help="Learning rate."),
     tau: float = typer.Option(10.0, help="DRPO temperature of the incorrect-set log-sum-exp."),
     lam: float = typer.Option(1.0, help="DRPO speed-weight temperature lambda."),
-    all_correct: str = typer.Option("drop", help="drop | speed: keep the speed signal of all-correct groups."),
+    all_correct: str = typer.Option(
+        "drop",
+        help=(
+            "drop | speed: keep the speed signal of all-correct groups."
+        ),
+    ),
     max_new_tokens: int = typer.Option(2048, help="Longest sampled answer."),
     levels: str = typer.Option("1,2,5", help="Curriculum levels, in order."),
     advance_at: float = typer.Option(0.5, help="Rolling correctness rate that advances the level."),
     window: int = typer.Option(8, help="Steps in the rolling correctness rate."),
-    teacher_mix: int = typer.Option(0, help="Compiler answers mixed into each group (tests, tiny models)."),
+    teacher_mix: int = typer.Option(
+        0,
+        help=(
+            "Compiler answers mixed into each group (tests, tiny models)."
+        ),
+    ),
     device: str = typer.Option("auto", help="auto | cpu | cuda | cuda:N (policy and judge)."),
     judge_workers: int = typer.Option(None, help="Parallel judge sandboxes."),
     save_every: int = typer.Option(1, help="Checkpoint every N steps."),
     seed: int = typer.Option(0, help="Run seed."),
     resume: bool = typer.Option(
         False, help="Continue the run in OUT from its last checkpoint (OUT must hold a run)."),
-    lora: bool = typer.Option(False, help="Train LoRA adapters on a frozen base (bf16 on a GPU); merged into OUT/merged at the end."),
+    lora: bool = typer.Option(
+        False,
+        help=(
+            "Train LoRA adapters on a frozen base (bf16 on a GPU); "
+            "merged into OUT/merged at the end."
+        ),
+    ),
     lora_rank: int = typer.Option(16, help="LoRA rank (with --lora)."),
     unsafe_no_sandbox: bool = typer.Option(False, "--unsafe-no-sandbox", help=UNSAFE_HELP),
 ) -> None:
     """Curriculum RL with DRPO: sample, judge, update; metrics.jsonl and resumable checkpoints."""
-    from drtriton.train.commands import rl_command
+    from drtriton.train.recipes import rl_command
     from drtriton.train.rl import RLConfig
 
     try:
@@ -563,11 +648,29 @@ def rl(
     if resume:
         _check_resumable(out)
     config = RLConfig(
-        str(model), str(programs), str(out), max_steps=max_steps, programs_per_step=programs_per_step,
-        n=n, max_new_tokens=max_new_tokens, objective=objective, tau=tau, lam=lam,
-        all_correct=all_correct, lr=lr, levels=level_list, advance_at=advance_at, window=window,
-        device=device, judge_workers=judge_workers, teacher_mix=teacher_mix, save_every=save_every,
-        seed=seed, resume=resume, lora=lora, lora_rank=lora_rank,
+        str(model),
+        str(programs),
+        str(out),
+        max_steps=max_steps,
+        programs_per_step=programs_per_step,
+        n=n,
+        max_new_tokens=max_new_tokens,
+        objective=objective,
+        tau=tau,
+        lam=lam,
+        all_correct=all_correct,
+        lr=lr,
+        levels=level_list,
+        advance_at=advance_at,
+        window=window,
+        device=device,
+        judge_workers=judge_workers,
+        teacher_mix=teacher_mix,
+        save_every=save_every,
+        seed=seed,
+        resume=resume,
+        lora=lora,
+        lora_rank=lora_rank,
         unsafe_no_sandbox=unsafe_no_sandbox,
     )
     _run_training(rl_command, config)
@@ -600,7 +703,13 @@ def _int_list(text: str, option: str) -> tuple[int, ...]:
 @app.command()
 def bench(
     out: Path = typer.Option(None, help="Report JSON (rows, CSV and plot are written beside it)."),
-    plan: Path = typer.Option(None, help="Run a benchmark plan (TOML, benchmarks/plans/) into its results file, resuming; the other options do not apply."),
+    plan: Path = typer.Option(
+        None,
+        help=(
+            "Run a benchmark plan (TOML, benchmarks/plans/) into its results file, resuming; the "
+            "other options do not apply."
+        ),
+    ),
     suite: Literal["synthetic", "kernelbench"] = typer.Option(
         "synthetic", help="synthetic | kernelbench."),
     levels: str = typer.Option(
@@ -609,18 +718,38 @@ def bench(
     num: int = typer.Option(
         10, min=1, help="Programs per level, at least 1 (kernelbench: at most this many)."),
     scale: Literal["small", "gpu"] = typer.Option("small", help="Synthetic scale: small | gpu."),
-    programs: Path = typer.Option(None, help="Use these synthesized programs (JSONL) instead of synthesizing."),
+    programs: Path = typer.Option(
+        None,
+        help=(
+            "Use these synthesized programs (JSONL) instead of synthesizing."
+        ),
+    ),
     path: Path = typer.Option(None, help="KernelBench checkout (suite kernelbench)."),
     policy: str = typer.Option("compiler", help=POLICY_HELP),
     samples: int = typer.Option(1, min=1, help="LLM answers per fragment when searching."),
     search: bool = typer.Option(False, help="Use test-time fragment search."),
     max_fragment_ops: int = typer.Option(4, help="Largest fragment (operators) when searching."),
     search_wall_s: float = typer.Option(600.0, help="Search wall time per problem (seconds)."),
-    candidates_per_fragment: int = typer.Option(4, help="Candidates judged per fragment at most, when searching."),
-    search_cache: Path = typer.Option(None, help="SQLite cache of search verdicts (default: OUT.search.sqlite)."),
+    candidates_per_fragment: int = typer.Option(
+        4,
+        help=(
+            "Candidates judged per fragment at most, when searching."
+        ),
+    ),
+    search_cache: Path = typer.Option(
+        None,
+        help=(
+            "SQLite cache of search verdicts (default: OUT.search.sqlite)."
+        ),
+    ),
     timeout_s: float = typer.Option(300.0, "--timeout-s", help=TIMEOUT_HELP),
     mode: Mode = typer.Option("strict", help="strict | hybrid (judge and compiler)."),
-    preset: str = typer.Option("hardened", help="Judge preset: hardened | kernelbench | kernelbench-v0.1 | tf32."),
+    preset: str = typer.Option(
+        "hardened",
+        help=(
+            "Judge preset: hardened | kernelbench | kernelbench-v0.1 | tf32."
+        ),
+    ),
     device: str = typer.Option("auto", help="auto | cpu | cuda | cuda:N."),
     seed: int = typer.Option(None, help="Synthetic seed (default: the held-out benchmark seed)."),
     unsafe_no_sandbox: bool = typer.Option(False, "--unsafe-no-sandbox", help=UNSAFE_HELP),
@@ -652,7 +781,8 @@ def bench(
     config = BenchConfig(
         suite=suite, levels=_bench_levels(levels, suite), num=num, scale=scale,
         seed=HELD_OUT_SEED if seed is None else seed, programs=str(programs) if programs else None,
-        path=str(path) if path else None, policy=policy, samples=samples, search=search, mode=mode, preset=preset,
+        path=str(path) if path else None, policy=policy, samples=samples, search=search,
+        mode=mode, preset=preset,
         max_fragment_ops=max_fragment_ops, search_wall_s=search_wall_s, timeout_s=timeout_s,
         candidates_per_fragment=candidates_per_fragment,
         device=device, search_cache=str(search_cache) if search_cache else None,
@@ -711,7 +841,7 @@ def _run_bench(config: BenchConfig, out: Path) -> None:
 
 def _bench_plan(path: Path, unsafe_no_sandbox: bool) -> None:
     from drtriton.bench.plan import PlanError, load_plan, run_plan, summary
-    from drtriton.bench.records import markdown_table
+    from drtriton.bench.results import markdown_table
     from drtriton.judge import SandboxUnavailable
 
     try:

@@ -129,27 +129,18 @@ def _search(program: str, source: str, out: str | None, mode: str, device: str, 
     out_path = _write(program, out, report.source, echo)
     if out_path is None:
         return 2
-    verdict = report.verdict
-    echo(f"wrote {out_path}\nverdict: {verdict.status}")
-    if verdict.speedup_eager is not None:
-        sc = f", {verdict.speedup_compile:.2f}x vs torch.compile" if verdict.speedup_compile else ""
-        echo(f"speedup: {verdict.speedup_eager:.2f}x vs eager{sc}")
-    return 0 if verdict.status == "correct" else 1
+    echo(f"wrote {out_path}")
+    return _report(report.verdict, echo)
 
 
 def _verify(pool, source: str, candidate: str, echo) -> int:
-    verdict = pool.verify(source, candidate)
-    line = f"verdict: {verdict.status}"
-    if verdict.max_abs_err is not None:
-        line += f" (max abs err {verdict.max_abs_err:.3g})"
-    if verdict.reason:
-        line += f" - {verdict.reason}"
-    echo(line)
-    if verdict.speedup_eager is not None:
-        sc = f", {verdict.speedup_compile:.2f}x vs torch.compile" if verdict.speedup_compile else ""
-        echo(f"speedup: {verdict.speedup_eager:.2f}x vs eager{sc} "
-             f"({verdict.runtime_ms:.3f} ms vs {verdict.eager_ms:.3f} ms)")
-    return 0 if verdict.status == "correct" else 1
+    return _report(pool.verify(source, candidate), echo)
+
+
+def _report(verdict, echo) -> int:
+    for line in verdict.report_lines():
+        echo(line)
+    return 0 if verdict.ok else 1
 
 
 if __name__ == "__main__":  # python -m drtriton.commands PROGRAM.py [OUT.py]

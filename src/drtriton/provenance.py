@@ -1,6 +1,6 @@
 """Where and with what something ran: the one source of every provenance record.
 
-Benchmarks (``machine_record``), verdicts (``judge.core.environment_record``), the search's
+Benchmarks (``machine_record``), verdicts (``judge.pair.environment_record``), the search's
 verdict cache and bench rows all build their records from these functions, so a version, a GPU
 name or a commit is read one way everywhere.
 """

@@ -17,15 +17,15 @@ from drtriton.bench.problems import (
     sample_indices,
     synthetic_problems,
 )
-from drtriton.bench.records import (
+from drtriton.bench.results import (
     machine_record,
     markdown_table,
     replace_block,
     source_digest,
     write_results,
 )
-from drtriton.bench.report import plot_speedups, summary_table, write_report
 from drtriton.bench.run import RESUME_KEYS, run_bench, solve_problem
+from drtriton.bench.summary import plot_speedups, summary_table, write_report
 
 __all__ = [
     "FAST_P", "HELD_OUT_SEED", "RESUME_KEYS", "BenchConfig", "Problem", "fast_p",

@@ -40,7 +40,7 @@ import tomllib
 
 from drtriton.bench.metrics import fast_p, geomean_speedup
 from drtriton.bench.problems import HELD_OUT_SEED, BenchConfig, Problem, synthetic_problems
-from drtriton.bench.records import REPO, machine_record
+from drtriton.bench.results import REPO, machine_record
 from drtriton.bench.rows import load_rows
 from drtriton.judge.config import MODES, PRESETS
 

@@ -74,7 +74,7 @@ def sample_indices(level: int, num: int, seed: int) -> list[int]:
 def synthetic_problems(config: BenchConfig) -> list[Problem]:
     """Held-out synthetic programs: from ``config.programs`` or synthesized now."""
     if config.programs:
-        from drtriton.synth.records import read_jsonl  # no OR-Tools needed to read them
+        from drtriton.synth.programs import read_jsonl  # no OR-Tools needed to read them
 
         stored = read_jsonl(config.programs)
         records = [

@@ -12,9 +12,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from drtriton.bench.problems import BenchConfig, Problem, kernelbench_problems, synthetic_problems
-from drtriton.bench.records import machine_record
-from drtriton.bench.report import write_report
+from drtriton.bench.results import machine_record
 from drtriton.bench.rows import load_rows
+from drtriton.bench.summary import write_report
 from drtriton.devices import device_kind
 
 if TYPE_CHECKING:
@@ -188,7 +188,7 @@ def run_bench(config: BenchConfig, out: Path, on_row=None, on_start=None,
     as a problem starts, ``on_warning(message)`` for a rows file that a killed run left with a
     truncated last line (the line is dropped)."""
     from drtriton.judge import JudgeConfig, JudgePool
-    from drtriton.judge.core import environment_record
+    from drtriton.judge.pair import environment_record
 
     if config.suite == "synthetic":
         problems = synthetic_problems(config)

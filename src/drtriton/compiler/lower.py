@@ -31,7 +31,7 @@ import torch.nn.functional as F
 from drtriton.compiler import ir, kernels
 from drtriton.compiler.capture import Captured, node_line
 from drtriton.compiler.config import CompilerConfig, Unsupported, UnsupportedOperatorError
-from drtriton.compiler.reduce import Reductions
+from drtriton.compiler.reduction_plan import Reductions
 from drtriton.compiler.tune import Tuning
 
 

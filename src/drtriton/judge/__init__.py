@@ -9,8 +9,8 @@ See docs/judge.md for what is checked, the presets and modes, and the adversaria
 
 from drtriton.judge.compare import compare_outputs
 from drtriton.judge.config import PRESETS, TOLERANCES, JudgeConfig
-from drtriton.judge.core import InvalidReferenceError
 from drtriton.judge.isolation import SandboxUnavailable
+from drtriton.judge.pair import InvalidReferenceError
 from drtriton.judge.pool import JudgePool, verify, verify_group, verify_many
 from drtriton.judge.verdict import STATUSES, Verdict
 

@@ -25,8 +25,8 @@ import torch
 from drtriton.judge import isolation
 from drtriton.judge.cache import BaselineCache, default_baseline_cache
 from drtriton.judge.config import JudgeConfig, default_scratch_root
-from drtriton.judge.core import Slot, environment_record, judge_pair, run_call
 from drtriton.judge.kernel_store import KernelCompiler, KernelStore, default_kernel_store
+from drtriton.judge.pair import Slot, environment_record, judge_pair, run_call
 from drtriton.judge.sandbox import Sandbox
 from drtriton.judge.verdict import Verdict
 from drtriton.scratch import claim_scratch
@@ -92,7 +92,7 @@ class JudgePool:
 
     def call(self, reference_source: str, function: str, arguments: dict, phase: str,
              exclusive: bool = False) -> dict:
-        """Run project code over an untrusted reference in a sandbox (``core.run_call``);
+        """Run project code over an untrusted reference in a sandbox (``pair.run_call``);
         ``exclusive``: alone on its GPU, for code that times something."""
         slot = self._slot(next(self._next))
         with slot.sandbox() as box:

@@ -71,8 +71,21 @@ class Verdict:
         names = {f.name for f in dataclasses.fields(cls)}
         return cls(**{k: v for k, v in data.items() if k in names})
 
+    def report_lines(self) -> list[str]:
+        """What a command prints for one verdict: its status line, then its speedups if timed."""
+        line = f"verdict: {self.status}"
+        if self.max_abs_err is not None:
+            line += f" (max abs err {self.max_abs_err:.3g})"
+        if self.reason:
+            line += f" - {self.reason}"
+        if self.speedup_eager is None:
+            return [line]
+        versus = f", {self.speedup_compile:.2f}x vs torch.compile" if self.speedup_compile else ""
+        return [line, f"speedup: {self.speedup_eager:.2f}x vs eager{versus} "
+                      f"({self.runtime_ms:.3f} ms vs {self.eager_ms:.3f} ms)"]
+
     def summary(self) -> str:
-        """One human line."""
+        """One human line (a group's candidates, one per line)."""
         parts = [self.status]
         if self.reason:
             parts.append(self.reason)

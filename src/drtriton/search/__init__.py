@@ -27,9 +27,8 @@ cannot be copied (non-torch modules, non-literal arguments) leaves the program s
     report = search(reference_source, SearchConfig(device="cpu"), [CompilerPolicy().candidates])
 """
 
-from drtriton.search.cache import VerdictCache, judging_settings
 from drtriton.search.compose import Choice, best_cover, compose, verdict_cost
-from drtriton.search.core import (
+from drtriton.search.engine import (
     FRAGMENT_INPUT_SETS,
     FRAGMENT_REPETITIONS,
     FRAGMENT_TIMING_BUDGET_S,
@@ -51,6 +50,7 @@ from drtriton.search.fragments import (
     segments,
     trace,
 )
+from drtriton.search.verdict_cache import VerdictCache, judging_settings
 
 __all__ = [
     "FRAGMENT_INPUT_SETS", "FRAGMENT_REPETITIONS", "FRAGMENT_TIMING_BUDGET_S", "FRAGMENT_TRIALS",

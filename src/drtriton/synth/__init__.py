@@ -26,7 +26,7 @@ import importlib
 _HOMES = {"_Draft": "dag", "draw_program": "dag", "level_ops": "dag",
           "OPS_REDRAW_EVERY": "driver", "iter_synthesize": "driver", "program_rng": "driver",
           "synthesize": "driver", "synthesize_one": "driver", "check_program": "filters",
-          **{n: "records" for n in ("MAX_LEVEL", "SynthConfig", "SynthError", "SynthProgram",
+          **{n: "programs" for n in ("MAX_LEVEL", "SynthConfig", "SynthError", "SynthProgram",
                                     "SynthResult", "read_jsonl", "write_jsonl")}}
 
 __all__ = sorted(_HOMES)

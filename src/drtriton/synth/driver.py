@@ -13,7 +13,7 @@ from dataclasses import asdict
 
 from drtriton.synth.dag import draw_program, level_ops
 from drtriton.synth.filters import check_program
-from drtriton.synth.records import SynthConfig, SynthError, SynthProgram, SynthResult
+from drtriton.synth.programs import SynthConfig, SynthError, SynthProgram, SynthResult
 
 OPS_REDRAW_EVERY = 10  # failed draws before a drawn level (>= 3) picks new operators
 

@@ -5,7 +5,7 @@ its float64 one."""
 from __future__ import annotations
 
 from drtriton.synth.dag import _Draft
-from drtriton.synth.records import SynthProgram
+from drtriton.synth.programs import SynthProgram
 
 
 # ----------------------------------------------------------------------------- quality filters

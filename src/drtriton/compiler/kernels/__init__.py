@@ -11,7 +11,7 @@ candidate is specialised to the reference's input shapes, as KernelBench evaluat
 
 from drtriton.compiler.kernels.matmul import matmul
 from drtriton.compiler.kernels.pointwise import pointwise
-from drtriton.compiler.kernels.rows import rowwise, scan
+from drtriton.compiler.kernels.reductions import rowwise, scan
 from drtriton.compiler.kernels.spatial import ConvSpec, conv, conv_channels_last, pool
 from drtriton.compiler.kernels.writer import (
     CPU_BLOCKS,

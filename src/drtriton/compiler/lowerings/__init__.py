@@ -13,9 +13,9 @@ from drtriton.compiler.lowerings import (
     recurrent,
     reductions,
     resample,
-    shapes,
+    views,
 )
 
 __all__ = [
-    "elementwise", "layers", "losses", "modules", "recurrent", "reductions", "resample", "shapes",
+    "elementwise", "layers", "losses", "modules", "recurrent", "reductions", "resample", "views",
 ]

@@ -19,7 +19,7 @@ from torch.nn import _reduction
 from drtriton.compiler import ir
 from drtriton.compiler.lower import Lowering, Unsupported
 from drtriton.compiler.lowerings.registry import _f, fn, module
-from drtriton.compiler.lowerings.shapes import dense, take
+from drtriton.compiler.lowerings.views import dense, take
 
 REDUCTIONS = ("mean", "sum", "none")
 

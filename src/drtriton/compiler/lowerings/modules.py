@@ -27,7 +27,7 @@ from drtriton.compiler.lowerings.reductions import (
     rms_norm,
 )
 from drtriton.compiler.lowerings.registry import _f, module
-from drtriton.compiler.lowerings.shapes import _flatten, _unflatten
+from drtriton.compiler.lowerings.views import _flatten, _unflatten
 
 # ------------------------------------------------------------------ nn modules
 
@@ -151,6 +151,6 @@ for _t in (nn.Dropout, nn.Dropout1d, nn.Dropout2d, nn.Dropout3d, nn.AlphaDropout
 
 @module(nn.Embedding)
 def _m_embedding(L, m, p, x):
-    from drtriton.compiler.lowerings.shapes import embedding
+    from drtriton.compiler.lowerings.views import embedding
 
     return embedding(L, x, p("weight"), m.padding_idx, m.max_norm)

@@ -13,7 +13,7 @@ from drtriton.compiler.kernels.recurrent import GATES, step_kernel
 from drtriton.compiler.lower import FUNCTIONS, Lowering, Unsupported, _contig
 from drtriton.compiler.lowerings.layers import linear
 from drtriton.compiler.lowerings.registry import _f, module
-from drtriton.compiler.lowerings.shapes import dense
+from drtriton.compiler.lowerings.views import dense
 
 
 @module(nn.LSTM, nn.GRU)

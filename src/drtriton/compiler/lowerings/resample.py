@@ -32,7 +32,7 @@ from drtriton.compiler.kernels.resample import Axis, Indices, Weights, resample_
 from drtriton.compiler.lower import Lowering, Unsupported
 from drtriton.compiler.lowerings.layers import adaptive_avg, reread_input
 from drtriton.compiler.lowerings.registry import _f, fn, method, module
-from drtriton.compiler.lowerings.shapes import _cat, _index
+from drtriton.compiler.lowerings.views import _cat, _index
 
 # ------------------------------------------------------------------ pixel shuffle
 

@@ -13,9 +13,9 @@ from pathlib import Path
 
 from drtriton import provenance
 from drtriton.judge import JudgeConfig, JudgePool, Verdict
-from drtriton.search.cache import VerdictCache, judging_settings
 from drtriton.search.compose import Choice, best_cover, compose, verdict_cost
 from drtriton.search.fragments import Traced, make_fragment, segments, trace
+from drtriton.search.verdict_cache import VerdictCache, judging_settings
 
 Generator = Callable[[str], list[str]]  # fragment source -> candidate sources
 

@@ -14,7 +14,7 @@ import torch
 
 from drtriton.compiler import ir, kernels
 from drtriton.compiler.config import Unsupported
-from drtriton.compiler.kernels.rows import innermost_dim
+from drtriton.compiler.kernels.reductions import innermost_dim
 
 SPLITTABLE = ("sum", "mean", "amax", "amin")  # chunk results combine exactly
 SPLIT_TARGET_ELEMS = 1 << 16  # kept elements x chunks a split column reduction aims for

@@ -10,7 +10,7 @@ from pathlib import Path
 
 from drtriton.bench.metrics import summarize
 from drtriton.bench.problems import BenchConfig
-from drtriton.bench.records import machine_record, markdown_table
+from drtriton.bench.results import machine_record, markdown_table
 
 
 def write_report(config: BenchConfig, rows: list[dict], out: Path, environment: dict) -> dict:
