@@ -15,3 +15,12 @@ def resolve_device(device: str) -> str:
 def device_kind(device: str) -> str:
     """``cuda`` for ``cuda`` and ``cuda:N``, else ``cpu``: what the compiler targets there."""
     return "cuda" if device.startswith("cuda") else "cpu"
+
+
+def is_device_name(device: str, auto: bool = True) -> bool:
+    """``cpu``, ``cuda``, ``cuda:N`` (and ``auto`` unless ``auto=False``): a name every layer
+    accepts; whether a GPU is there is checked where it is used."""
+    kind, colon, index = device.partition(":")
+    if device in ("cpu", "cuda") or (auto and device == "auto"):
+        return True
+    return kind == "cuda" and bool(colon) and index.isdigit()

@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 
 import torch
 
-from drtriton.devices import resolve_device
+from drtriton.devices import is_device_name, resolve_device
 
 PRESETS = ("kernelbench-v0.1", "kernelbench", "hardened", "tf32")
 MODES = ("strict", "hybrid")
@@ -147,7 +147,7 @@ class JudgeConfig:
                 raise ValueError(f"{name} must be positive")
         if self.jobs_per_gpu < 1:
             raise ValueError("jobs_per_gpu must be >= 1")
-        if not (self.device in ("auto", "cpu", "cuda") or self.device.startswith("cuda:")):
+        if not is_device_name(self.device):
             raise ValueError(f"unknown device {self.device!r}; use auto, cpu, cuda or cuda:N")
 
     def memory_limit_for(self, device: str) -> float:

@@ -538,7 +538,7 @@ def _judge_in(work: Path, ref: Reference, candidate: str, run: _Run) -> Verdict:
     if slot.child_device == "cpu":
         return run.verdict("correct", "timing unavailable on CPU (Triton interpreter)", **common)
     del trials  # the trial outputs can be GBs: free them before the timing runs
-    return _time_on_cuda(work, ref, candidate, run, common, cache)
+    return _time_on_cuda(run, ref, _Passed(candidate, work, cache, common))
 
 
 def _errors(cmp: Comparison, ref: Reference, config: JudgeConfig) -> dict:
@@ -600,9 +600,20 @@ def _compare_trials(
 
 
 # ---- timing --------------------------------------------------------------------------------
-def _time_on_cuda(work: Path, ref: Reference, candidate: str, run: _Run, common: dict,
-                  cache: str) -> Verdict:
+@dataclass(frozen=True)
+class _Passed:
+    """A candidate that passed its correctness trials: its source, its work directory and
+    Triton cache (shared with the timing child), and the verdict's fields so far."""
+
+    source: str
+    work: Path
+    cache: str
+    fields: dict
+
+
+def _time_on_cuda(run: _Run, ref: Reference, passed: _Passed) -> Verdict:
     config, slot, clock = run.config, run.slot, run.clock
+    work, candidate, cache, common = passed.work, passed.source, passed.cache, passed.fields
     seed = ref.model_seed + 1000
     seeds = [seed + k for k in range(config.input_sets)]
     with clock("reference"):

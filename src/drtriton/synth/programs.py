@@ -8,15 +8,11 @@ from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
+from drtriton.devices import is_device_name
 from drtriton.ops.scales import SCALES
 
 MAX_LEVEL = 64
 DEVICES = "cpu, cuda or cuda:N"  # where a synthesis run's checks may execute
-
-
-def _is_device(device: str) -> bool:
-    kind, colon, index = device.partition(":")
-    return device in ("cpu", "cuda") or (kind == "cuda" and bool(colon) and index.isdigit())
 
 
 class SynthError(ValueError):
@@ -53,7 +49,7 @@ class SynthConfig:
             raise SynthError(f"workers must be at least 1, got {self.workers}")
         if self.start_index < 0:
             raise SynthError(f"start index must be at least 0, got {self.start_index}")
-        if not _is_device(self.device):
+        if not is_device_name(self.device, auto=False):
             raise SynthError(f"unknown device {self.device!r}; choose {DEVICES}")
 
     def budget(self) -> float:

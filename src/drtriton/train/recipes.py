@@ -13,6 +13,8 @@ from pathlib import Path
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
+from drtriton.devices import is_device_name
+
 
 class UsageError(ValueError):
     """Bad input: the CLI shows the message on one line and exits with status 2."""
@@ -32,7 +34,7 @@ def _need_model(path: Path) -> None:
 def _check_device(device: str) -> None:
     import torch
 
-    if device not in ("auto", "cpu", "cuda") and not device.startswith("cuda:"):
+    if not is_device_name(device):
         raise UsageError(f"--device must be auto, cpu, cuda or cuda:N, got {device!r}")
     if device.startswith("cuda") and not torch.cuda.is_available():
         raise UsageError(f"--device {device} requested but no CUDA GPU is visible")
