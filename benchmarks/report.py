@@ -487,7 +487,9 @@ def plan_rows_block(name: str) -> str | None:
             "tflops": _fmt(r["flops"] / r["runtime_ms"] / 1e9) if ok and r.get("flops") else "-",
             "eager_tflops": (_fmt(r["flops"] / r["eager_ms"] / 1e9)
                              if r.get("eager_ms") and r.get("flops") else "-"),
-            "err_over_ref": _fmt(err / ref) if err is not None and ref else "-"})
+            "err_over_ref": _fmt(err / ref) if err is not None and ref else "-",
+            "x_floor": (_fmt(r["runtime_ms"] / r["floor_ms"])
+                        if ok and r.get("floor_ms") and r.get("runtime_ms") else "-")})
     first = min(rows, key=lambda r: r["date"])
     where = f"`{plan.results_path().relative_to(ROOT)}`"
     return (markdown_table(table, list(table[0]))

@@ -134,3 +134,23 @@ def test_the_gpu_plan_loads_on_a_machine_without_or_tools():
                           capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr[-2000:]
     assert int(done.stdout.split()[-1]) >= 60
+
+
+def test_the_floor_is_the_slower_of_compute_and_memory():
+    from drtriton.bench.floor import floor_ms
+
+    rates = {"fp32_tflops": 50.0, "copy_gbs": 4000.0}
+    compute_bound = {"flops": 2 * 4096**3, "min_bytes": 3 * 4096**2 * 4}
+    memory_bound = {"flops": 10**6, "min_bytes": 4 * 10**9}
+    assert floor_ms(compute_bound, rates) == pytest.approx(2 * 4096**3 / 50e12 * 1e3)
+    assert floor_ms(memory_bound, rates) == pytest.approx(1.0)
+    assert floor_ms({}, rates) is None and floor_ms(compute_bound, {}) is None
+
+
+def test_rates_are_measured_by_running_the_probes():
+    """On the CPU only the plumbing: the FMA kernel runs (interpreted) and both rates are
+    positive; the numbers mean something on a GPU only, where the plan measures them."""
+    from drtriton.bench.floor import copy_gbs, fma_tflops
+
+    assert fma_tflops("cpu", elements=512, iters=2, repeats=1) > 0
+    assert copy_gbs("cpu", nbytes=1 << 20, repeats=1) > 0

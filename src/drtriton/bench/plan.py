@@ -38,6 +38,7 @@ from pathlib import Path
 
 import tomllib
 
+from drtriton.bench.floor import floor_ms
 from drtriton.bench.metrics import fast_p, geomean_speedup
 from drtriton.bench.problems import HELD_OUT_SEED, BenchConfig, Problem, synthetic_problems
 from drtriton.bench.results import REPO, machine_record
@@ -195,6 +196,18 @@ def _stamp() -> dict:
             "triton": machine["triton"], "date": machine["date"]}
 
 
+def _rates(device: str) -> dict:
+    """The machine's fp32 FMA rate and copy bandwidth, measured once per run before any row
+    (a GPU only: the floor means nothing under the Triton interpreter)."""
+    from drtriton.devices import resolve_device
+
+    if not resolve_device(device).startswith("cuda"):
+        return {}
+    from drtriton.bench.floor import measure_rates
+
+    return measure_rates(resolve_device(device))
+
+
 def _plan_row(item: PlanProblem, run: PlanRun, mode: str, preset: str, solved: dict,
               stamp: dict) -> dict:
     keep = ("status", "reason", "oracle_err", "reference_oracle_err", "runtime_ms", "eager_ms",
@@ -206,6 +219,8 @@ def _plan_row(item: PlanProblem, run: PlanRun, mode: str, preset: str, solved: d
            **item.cost, **stamp}
     row["phase_s"] = {k.removeprefix("judge_").removesuffix("_s"): v for k, v in solved.items()
                       if k.startswith("judge_")}
+    floor = floor_ms(item.cost, stamp)
+    row["floor_ms"] = round(floor, 6) if floor else None
     return row
 
 
@@ -219,7 +234,7 @@ def run_plan(plan: Plan, on_row: Callable[[dict, int], None] | None = None,
 
     path = plan.results_path()
     path.parent.mkdir(parents=True, exist_ok=True)
-    stamp = _stamp()
+    stamp = {**_stamp(), **_rates(plan.device)}
     stored, warning = load_rows(path, repair=True)
     if warning and on_warning is not None:
         on_warning(warning)
