@@ -186,7 +186,7 @@ def test_best_cover_without_timing_prefers_fewer_fragments():
     assert len(best_cover(2, untimed)) == 1
 
 
-COMPILER = [CompilerPolicy(device="cpu").candidates]  # the built-in compiler, strict, on a CPU
+COMPILER = [CompilerPolicy(device="cpu").search_generator()]  # compiled in the sandbox, on a CPU
 
 
 @pytest.fixture(scope="module")
@@ -428,6 +428,13 @@ class _SlowPool:
         time.sleep(self.verdict_s)
         return Verdict("correct", wall_s=self.verdict_s)
 
+    def call(self, source: str, function: str, arguments: dict, phase: str) -> dict:
+        """The pool's sandboxed calls, run here (the test's program is ours)."""
+        import importlib
+
+        module, _, name = function.partition(":")
+        return getattr(importlib.import_module(module), name)(source, **arguments)
+
 
 def test_wall_time_budget_keeps_room_for_the_composed_verdict():
     """Regression: the budget only stopped new fragment ranges, so the range in flight and the
@@ -505,3 +512,20 @@ def test_search_reports_its_progress():
     fragments = [m for m in messages if m.startswith("fragment ")]
     assert len(fragments) == report.fragments_tried and "of 6, " in fragments[0], messages
     assert messages[-1].startswith("judging the composition of "), messages
+
+
+def test_the_search_runs_the_users_program_only_in_the_sandbox(monkeypatch):
+    """Tracing, composing and compiling a fragment run the user's program (its constructor,
+    get_inputs, forward): the search does each in a sandboxed child, never here. With them
+    made to fail in this process, the search still finds its verified program."""
+    import drtriton.compiler
+    import drtriton.search.fragments
+
+    def here(*args, **kwargs):
+        raise AssertionError("ran the user's program in the judge's process")
+
+    monkeypatch.setattr(drtriton.search.fragments, "trace", here)
+    monkeypatch.setattr(drtriton.compiler, "compile_program", here)
+    config = SearchConfig(device="cpu", max_fragment_ops=2, judge_workers=1)
+    report = search(PROGRAM, config, [CompilerPolicy(device="cpu").search_generator()])
+    assert report.status == "correct" and report.composed_verdict is not None

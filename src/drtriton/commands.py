@@ -112,7 +112,7 @@ def _search(program: str, source: str, out: str | None, mode: str, device: str, 
     precision = JudgeConfig(preset=config.preset).precision
     compiler = CompilerPolicy(device=device, mode=mode, precision=precision)
     try:
-        report = search(source, config, [compiler.candidates], on_progress=progress)
+        report = search(source, config, [compiler.search_generator()], on_progress=progress)
     except ProgramError as exc:
         echo(f"error: {program}: {exc}")
         return 2

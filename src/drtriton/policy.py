@@ -26,6 +26,7 @@ One name for each, everywhere (``bench --policy``, ``pairs --teacher``): ``compi
 from __future__ import annotations
 
 import abc
+import dataclasses
 import json
 import os
 import threading
@@ -77,16 +78,51 @@ class Policy(abc.ABC):
         raises (``AnswerParseError`` with the reason) when that answer holds none."""
         return parse_answer(self.generate([source], 1, Sampling())[0][0]), {}
 
+    def search_generator(self, samples: int = 1, sampling: Sampling | None = None):
+        """This policy as a search's candidate generator (fragment source -> candidate
+        sources), from ``samples`` answers per fragment. A model's answers are parsed here,
+        never run."""
+        sampling = sampling or Sampling()
+        return lambda source: self.candidates(source, samples, sampling)
+
 
 def policy_generator(policy: Policy, samples: int,
                      sampling: Sampling | None = None) -> Callable[[str], list[str]]:
-    """A policy as a search's candidate generator (fragment source -> candidate sources), from
-    ``samples`` answers per fragment."""
-    sampling = sampling or Sampling()
-    return lambda source: policy.candidates(source, samples, sampling)
+    """A policy as a search's candidate generator (``Policy.search_generator``)."""
+    return policy.search_generator(samples, sampling)
 
 
 # ----------------------------------------------------------------------------- the compiler
+def compiler_candidates_in_child(source: str, device: str, mode: str, precision: str) -> dict:
+    """``CompilerPolicy.candidates`` in a judge sandbox (``JudgePool.call``)."""
+    policy = CompilerPolicy(device=device, mode=mode, precision=precision)
+    return {"candidates": policy.candidates(source)}
+
+
+@dataclass(frozen=True)
+class SandboxedCandidates:
+    """The compiler's search candidates for a program, each compiled in a sandbox of ``pool``
+    (the search binds its judge pool with ``bind``). A program that cannot run gets none."""
+
+    policy: CompilerPolicy
+    pool: Any = None
+
+    def bind(self, pool) -> SandboxedCandidates:
+        return dataclasses.replace(self, pool=pool)
+
+    def __call__(self, source: str) -> list[str]:
+        if self.pool is None:
+            raise RuntimeError("SandboxedCandidates needs a judge pool (bind)")
+        arguments = {"device": self.policy.device, "mode": self.policy.mode,
+                     "precision": self.policy.precision}
+        try:
+            result = self.pool.call(source, "drtriton.policy:compiler_candidates_in_child",
+                                    arguments, phase="compiler capture")
+        except Exception:  # the child could not run it: no candidate, as in-process
+            return []
+        return [c for c in result.get("candidates", []) if isinstance(c, str)]
+
+
 @dataclass(frozen=True)
 class CompilerPolicy(Policy):
     """The built-in compiler as a policy. Deterministic: one answer, repeated ``n`` times; a
@@ -133,6 +169,11 @@ class CompilerPolicy(Policy):
                 bodies.add(kernel_body(candidate))
                 found.append(candidate)
         return found
+
+    def search_generator(self, samples: int = 1, sampling: Sampling | None = None):
+        """Its candidates compiled in a sandbox of the search's judge pool: compiling traces
+        the fragment, whose constructor is the user's code (``SandboxedCandidates``)."""
+        return SandboxedCandidates(self)
 
     def _search_configs(self) -> list:
         from drtriton.compiler import CompilerConfig

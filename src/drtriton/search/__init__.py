@@ -24,7 +24,8 @@ cannot be copied (non-torch modules, non-literal arguments) leaves the program s
 
     from drtriton.policy import CompilerPolicy
     from drtriton.search import SearchConfig, search
-    report = search(reference_source, SearchConfig(device="cpu"), [CompilerPolicy().candidates])
+    compiler = CompilerPolicy().search_generator()  # compiles in the judge's sandbox
+    report = search(reference_source, SearchConfig(device="cpu"), [compiler])
 """
 
 from drtriton.search.compose import Choice, best_cover, compose, verdict_cost

@@ -10,14 +10,23 @@ from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
+from typing import Protocol, runtime_checkable
 
 from drtriton import provenance
 from drtriton.judge import JudgeConfig, JudgePool, Verdict
-from drtriton.search.compose import Choice, best_cover, compose, verdict_cost
-from drtriton.search.fragments import Traced, make_fragment, segments, trace
+from drtriton.search.compose import Choice, best_cover, verdict_cost
+from drtriton.search.fragments import Fragment
 from drtriton.search.verdict_cache import VerdictCache, judging_settings
 
 Generator = Callable[[str], list[str]]  # fragment source -> candidate sources
+
+
+@runtime_checkable
+class PoolBound(Protocol):
+    """A generator that runs work in the search's judge pool (compiling a user's fragment is
+    running it): the search binds its pool before the first call."""
+
+    def bind(self, pool: JudgePool) -> Generator: ...
 
 
 @dataclass(frozen=True)
@@ -205,7 +214,7 @@ def search(
     there, and compiling every fragment's reference would dominate the search's cost.
     ``on_progress(message)`` hears what the search is judging: a GPU search takes minutes.
     ``generators`` propose the candidates (the caller's policies: search knows none of them;
-    ``drtriton.policy.CompilerPolicy(...).candidates`` is the built-in compiler's).
+    ``drtriton.policy.CompilerPolicy(...).search_generator()`` is the built-in compiler's).
     """
     if not generators:
         raise ValueError("search needs at least one candidate generator")
@@ -251,7 +260,9 @@ class _Search:
     def __init__(self, config: SearchConfig, generators: Sequence[Generator], judge: _Judge,
                  fragment_judge: _Judge, budget: _Budget,
                  on_progress: Callable[[str], None] | None) -> None:
-        self.config, self.generators, self.budget = config, generators, budget
+        self.config, self.budget = config, budget
+        self.generators = [g.bind(judge.pool) if isinstance(g, PoolBound) else g
+                           for g in generators]
         self.judge, self.fragment_judge = judge, fragment_judge
         self.say = on_progress or (lambda message: None)
         self.notes: list[str] = []
@@ -264,12 +275,16 @@ class _Search:
     def run(self, reference: str) -> None:
         self.say("judging the whole-program candidates")
         self.whole = self._judge_whole(reference)
-        traced = trace(reference)
-        searchable = not traced.has_parameters or traced.constructor is not None
+        planned = self.judge.pool.call(
+            reference, "drtriton.search.fragments:plan_in_child",
+            {"max_ops": self.config.max_fragment_ops}, phase="search trace")
+        searchable = planned["searchable"]
         if not searchable:
             self.notes.append("the constructor cannot be copied into fragments: searched whole")
-        choices = self._fragments(traced) if searchable else {}
-        self._compose(reference, traced, choices)
+        fragments = [Fragment(**{**f, "inputs": tuple(f["inputs"]), "outputs": tuple(f["outputs"])})
+                     for f in planned["fragments"]]
+        choices = self._fragments(fragments, planned["nodes"]) if searchable else {}
+        self._compose(reference, planned["nodes"], choices)
         if self.cover is None and searchable:
             self.notes.append("no cover of the program by verified fragments")
 
@@ -283,20 +298,19 @@ class _Search:
                 f"{len(skipped)} whole-program candidates not judged: wall-time budget")
         return whole
 
-    def _fragments(self, traced: Traced) -> dict[tuple[int, int], Choice]:
+    def _fragments(self, fragments: list[Fragment], nodes: int
+                   ) -> dict[tuple[int, int], Choice]:
         """The best verified candidate of each fragment range, while the budget lasts."""
         choices: dict[tuple[int, int], Choice] = {}
         longest_range_s = 0.0
         wall_time_s = self.config.wall_time_s
-        for start, stop in segments(traced, self.config.max_fragment_ops):
+        for fragment in fragments:
+            start, stop = fragment.start, fragment.stop
             if not self.budget.fits(self.judge.longest_s + longest_range_s):
                 self.notes.append(f"wall-time budget of {wall_time_s:.0f} s reached")
                 break
-            fragment = make_fragment(traced, start, stop)
-            if fragment is None:
-                continue
             self.tried += 1
-            self.say(f"fragment {self.tried}: nodes {start}-{stop - 1} of {len(traced.nodes)}, "
+            self.say(f"fragment {self.tried}: nodes {start}-{stop - 1} of {nodes}, "
                      f"{self.budget.spent_s():.0f} of {wall_time_s:.0f} s spent")
             range_started = time.perf_counter()
             found = _best_candidate(
@@ -308,13 +322,17 @@ class _Search:
                 choices[(start, stop)] = Choice(fragment, *found)
         return choices
 
-    def _compose(self, reference: str, traced: Traced,
+    def _compose(self, reference: str, nodes: int,
                  choices: dict[tuple[int, int], Choice]) -> None:
-        """Judge the best cover of the program by verified fragments, composed, if there is one."""
-        self.cover = best_cover(len(traced.nodes), choices) if choices else None
+        """Judge the best cover of the program by verified fragments, composed (in a sandboxed
+        child: it traces the program again), if there is one."""
+        self.cover = best_cover(nodes, choices) if choices else None
         if not self.cover:
             return
-        self.composed_source = compose(traced, self.cover)
+        cover = [[c.fragment.start, c.fragment.stop, c.candidate] for c in self.cover]
+        self.composed_source = self.judge.pool.call(
+            reference, "drtriton.search.fragments:compose_in_child", {"cover": cover},
+            phase="search composition")["source"]
         if self.composed_source:
             self.say(f"judging the composition of {len(self.cover)} fragments")
             self.composed = self.judge(reference, self.composed_source)

@@ -4,6 +4,7 @@ fragment ranges are judged."""
 from __future__ import annotations
 
 import ast
+import dataclasses
 import math
 import operator
 import textwrap
@@ -279,3 +280,30 @@ def boundary_numel(traced: Traced, start: int, stop: int) -> int:
     return sum(
         math.prod(meta.shape) for meta in map(_tensor_meta, inputs + outputs) if meta is not None
     )
+
+
+# ---- in a sandboxed child: the program is a user's code ------------------------------------
+def plan_in_child(source: str, max_ops: int) -> dict:
+    """The search's view of a program, as data: its node count, whether it can be cut (a
+    constructor that cannot be copied makes it whole-only) and its fragments in judging order.
+    Runs in one of the judge's sandboxes (``JudgePool.call``): tracing runs the program."""
+    traced = trace(source)
+    searchable = not traced.has_parameters or traced.constructor is not None
+    fragments = []
+    if searchable:
+        for start, stop in segments(traced, max_ops):
+            fragment = make_fragment(traced, start, stop)
+            if fragment is not None:
+                fragments.append(dataclasses.asdict(fragment))
+    return {"nodes": len(traced.nodes), "searchable": searchable, "fragments": fragments}
+
+
+def compose_in_child(source: str, cover: list) -> dict:
+    """``compose`` of the program with ``cover`` ([start, stop, candidate source] per chosen
+    fragment, in order), traced again in this sandboxed child."""
+    from drtriton.search.compose import Choice, compose
+
+    traced = trace(source)
+    choices = [Choice(make_fragment(traced, int(start), int(stop)), candidate, None)
+               for start, stop, candidate in cover]
+    return {"source": compose(traced, choices)}
