@@ -157,3 +157,38 @@ def test_size_of_dim_zero_under_the_shape_tracer_is_that_size():
 def test_max_pooling_with_ceil_mode(body, shapes):
     src = program(body, shapes)
     check(src, atol=1e-5, rtol=1.3e-6, equal_nan=False)
+
+
+SCALAR_INPUTS = '''import torch
+import torch.nn as nn
+
+
+class Model(nn.Module):
+    def forward(self, x, alpha, steps, relu, bias):
+        y = x * alpha
+        for _ in range(steps):
+            y = y + 1.0
+        if relu:
+            y = torch.relu(y)
+        if bias is not None:
+            y = y + bias
+        return y
+
+
+def get_inputs():
+    return [torch.randn(4, 8), {alpha}, 2, {relu}, None]
+
+
+def get_init_inputs():
+    return []
+'''
+
+
+@pytest.mark.parametrize("alpha, relu", [(0.5, True), (-1.5, False)])
+def test_python_scalar_forward_inputs_are_specialised(alpha, relu):
+    """Numbers, bools and None passed to forward (a scale, a loop count, a flag, an optional
+    tensor left out) specialise the trace, as the inputs' shapes do; ModelNew keeps the
+    signature."""
+    candidate = check(SCALAR_INPUTS.format(alpha=alpha, relu=relu))
+    assert "def forward(self, x, alpha_1, steps_1, relu_1, bias_1)" in candidate
+    assert ("tl.maximum" in candidate) == relu

@@ -49,9 +49,12 @@ def run_pair(source: str, candidate: str, seed: int = 0):
     m_new = cand.ModelNew(*init)
     torch.manual_seed(seed + 1)
     inputs = ref.get_inputs()
+    def fresh() -> list:  # tensors cloned; Python scalars passed as they are
+        return [x.clone() if isinstance(x, torch.Tensor) else x for x in inputs]
+
     with torch.no_grad():
-        want = as_output_tuple(m_ref(*[x.clone() for x in inputs]))
-        got = as_output_tuple(m_new(*[x.clone() for x in inputs]))
+        want = as_output_tuple(m_ref(*fresh()))
+        got = as_output_tuple(m_new(*fresh()))
     return want, got
 
 

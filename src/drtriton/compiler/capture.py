@@ -117,8 +117,9 @@ def _trace(model: torch.nn.Module, module, inputs: list | None,
     sequence length, ``self.cos[:x.shape[2]]``, traces)."""
     tracer = _Tracer(lowered)
     tracer.record_stack_traces = True
+    concrete = _scalar_inputs(model, module, inputs)
     try:
-        return tracer, tracer.trace(model)
+        return tracer, _unassert(tracer.trace(model, concrete_args=concrete or None), concrete)
     except Exception as exc:  # data-dependent control flow, untraceable calls, ...
         first = exc
     try:
@@ -141,9 +142,43 @@ def _trace_with_shapes(model: torch.nn.Module, module, inputs: list | None, lowe
     tracer = _shape_tracer()
     tracer.lowered = lowered
     tracer.record_stack_traces = True
+    concrete = _scalar_inputs(model, module, inputs)
     with warnings.catch_warnings():  # ops without meta values fall back to symbolic sizes
         warnings.simplefilter("ignore")
-        return tracer, tracer.trace(model, meta_args=metas)
+        graph = tracer.trace(model, meta_args=metas, concrete_args=concrete or None)
+        return tracer, _unassert(graph, concrete)
+
+
+SCALAR_TYPES = (bool, int, float, type(None))
+
+
+def _scalar_inputs(model: torch.nn.Module, module, inputs: list | None) -> dict:
+    """The forward inputs that are Python scalars (numbers, bools, None), by parameter name:
+    the trace is specialised to their values, as to the tensors' shapes (``get_inputs`` fixes
+    both)."""
+    import inspect
+
+    if inputs is None:
+        with torch.device("meta"):
+            inputs = list(module.get_inputs())
+    names = list(inspect.signature(model.forward).parameters)
+    return {n: v for n, v in zip(names, inputs, strict=False) if type(v) in SCALAR_TYPES}
+
+
+def _unassert(graph: fx.Graph, concrete: dict) -> fx.Graph:
+    """Drop the checks fx adds for specialised inputs (``alpha == 0.5`` then ``_assert``): the
+    specialised placeholders stay, unused, so ``ModelNew.forward`` keeps the signature."""
+    placeholders = [n for n in graph.nodes if n.op == "placeholder"]
+    for node in placeholders:
+        if node.target.rsplit("_", 1)[0] not in concrete and node.target not in concrete:
+            continue
+        for user in list(node.users):
+            for check in list(user.users):
+                if check.target in (torch._assert, torch.fx._symbolic_trace._assert_is_none):
+                    graph.erase_node(check)
+            if not user.users and user.op == "call_function":
+                graph.erase_node(user)
+    return graph
 
 
 class _Tracer(fx.Tracer):

@@ -216,6 +216,8 @@ class Lowering(Reductions):
         name = node.target
         self.prog.input_names.append(name)
         meta = node.meta.get("tensor_meta")
+        if (meta is None or not hasattr(meta, "shape")) and not node.users:
+            return None  # a Python scalar the trace was specialised to (capture._scalar_inputs)
         if meta is None or not hasattr(meta, "shape"):
             raise UnsupportedOperatorError(f"input {name}", 0, "", "non-tensor forward inputs")
         shape = tuple(meta.shape)
