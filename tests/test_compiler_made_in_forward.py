@@ -192,3 +192,12 @@ def test_python_scalar_forward_inputs_are_specialised(alpha, relu):
     candidate = check(SCALAR_INPUTS.format(alpha=alpha, relu=relu))
     assert "def forward(self, x, alpha_1, steps_1, relu_1, bias_1)" in candidate
     assert ("tl.maximum" in candidate) == relu
+
+
+def test_inputs_that_need_real_data_still_capture():
+    """Regression: ``get_inputs`` that cannot run on the meta device (it reads a value) was
+    called there again to look for Python scalars, and capture failed."""
+    source = program("return torch.relu(a) * 2", [(4, 8)]).replace(
+        "def get_inputs():\n", "def get_inputs():\n    assert int(torch.tensor(3).item()) == 3\n")
+    assert "assert int(torch.tensor(3).item())" in source
+    check(source)

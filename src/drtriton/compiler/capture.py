@@ -117,7 +117,7 @@ def _trace(model: torch.nn.Module, module, inputs: list | None,
     sequence length, ``self.cos[:x.shape[2]]``, traces)."""
     tracer = _Tracer(lowered)
     tracer.record_stack_traces = True
-    concrete = _scalar_inputs(model, module, inputs)
+    concrete = _scalar_inputs(model, inputs)
     try:
         return tracer, _unassert(tracer.trace(model, concrete_args=concrete or None), concrete)
     except Exception as exc:  # data-dependent control flow, untraceable calls, ...
@@ -142,7 +142,7 @@ def _trace_with_shapes(model: torch.nn.Module, module, inputs: list | None, lowe
     tracer = _shape_tracer()
     tracer.lowered = lowered
     tracer.record_stack_traces = True
-    concrete = _scalar_inputs(model, module, inputs)
+    concrete = _scalar_inputs(model, inputs)
     with warnings.catch_warnings():  # ops without meta values fall back to symbolic sizes
         warnings.simplefilter("ignore")
         graph = tracer.trace(model, meta_args=metas, concrete_args=concrete or None)
@@ -152,15 +152,14 @@ def _trace_with_shapes(model: torch.nn.Module, module, inputs: list | None, lowe
 SCALAR_TYPES = (bool, int, float, type(None))
 
 
-def _scalar_inputs(model: torch.nn.Module, module, inputs: list | None) -> dict:
+def _scalar_inputs(model: torch.nn.Module, inputs: list | None) -> dict:
     """The forward inputs that are Python scalars (numbers, bools, None), by parameter name:
     the trace is specialised to their values, as to the tensors' shapes (``get_inputs`` fixes
-    both)."""
+    both). None for ``inputs`` (``get_inputs`` needs real data, not drawn yet): none known."""
     import inspect
 
     if inputs is None:
-        with torch.device("meta"):
-            inputs = list(module.get_inputs())
+        return {}
     names = list(inspect.signature(model.forward).parameters)
     return {n: v for n, v in zip(names, inputs, strict=False) if type(v) in SCALAR_TYPES}
 
