@@ -251,8 +251,8 @@ def test_bench_with_a_policy_that_cannot_load_fails_before_judging(tmp_path):
     assert not (tmp_path / "r.json.rows.jsonl").read_text()  # no row judged without a policy
 
 
-def test_policy_generator_keeps_parsable_answers():
-    from drtriton.policy import Policy, policy_generator
+def test_search_generator_keeps_parsable_answers():
+    from drtriton.policy import Policy
 
     good = "```python\nimport torch\n\n\nclass ModelNew(torch.nn.Module):\n    pass\n```"
 
@@ -260,7 +260,7 @@ def test_policy_generator_keeps_parsable_answers():
         def generate(self, sources, n, sampling):
             return [[good, "no code here", good][:n] for _ in sources]
 
-    assert len(policy_generator(Stub(), 3)("ignored")) == 2
+    assert len(Stub().search_generator(3)("ignored")) == 2
 
 
 def test_policy_specs():

@@ -340,12 +340,12 @@ def test_code_under_a_private_directory_is_bound_back(tmp_path):
 
 
 def test_reports_with_non_finite_numbers_still_parse(tmp_path):
-    from drtriton.judge.pair import _read_report
+    from drtriton.judge.pair import read_report
     from drtriton.judge.worker import REPORT, _literal
 
     report = {"status": "ok", "t": [float("nan"), 1.5, float("-inf")], "n": {"x": float("inf")}}
     (tmp_path / REPORT).write_text(repr(_literal(report)))
-    back = _read_report(tmp_path)
+    back = read_report(tmp_path)
     assert back == {"status": "ok", "t": ["nan", 1.5, "-inf"], "n": {"x": "inf"}}
 
 

@@ -5,7 +5,7 @@ the same thing, program in, candidates out:
 
 * ``generate(sources, n, sampling)``: ``n`` answers (text) per program, what training learns from;
 * ``candidates(source, n, sampling)``: candidate sources for one program (the answers that parse),
-  what the search judges (``policy_generator`` makes a search generator of any policy);
+  what the search judges (``search_generator`` makes a search's generator of any policy);
 * ``first_candidate(source, pool)``: the one candidate pass@1 counts, and notes for its benchmark
   row, what the benchmark judges.
 
@@ -32,7 +32,7 @@ import os
 import threading
 import urllib.error
 import urllib.request
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -84,12 +84,6 @@ class Policy(abc.ABC):
         never run."""
         sampling = sampling or Sampling()
         return lambda source: self.candidates(source, samples, sampling)
-
-
-def policy_generator(policy: Policy, samples: int,
-                     sampling: Sampling | None = None) -> Callable[[str], list[str]]:
-    """A policy as a search's candidate generator (``Policy.search_generator``)."""
-    return policy.search_generator(samples, sampling)
 
 
 # ----------------------------------------------------------------------------- the compiler

@@ -199,13 +199,14 @@ def _stamp() -> dict:
 def _rates(device: str) -> dict:
     """The machine's fp32 FMA rate and copy bandwidth, measured once per run before any row
     (a GPU only: the floor means nothing under the Triton interpreter)."""
-    from drtriton.devices import resolve_device
+    from drtriton.devices import device_kind, resolve_device
 
-    if not resolve_device(device).startswith("cuda"):
+    device = resolve_device(device)
+    if device_kind(device) != "cuda":
         return {}
     from drtriton.bench.floor import measure_rates
 
-    return measure_rates(resolve_device(device))
+    return measure_rates(device)
 
 
 def _plan_row(item: PlanProblem, run: PlanRun, mode: str, preset: str, solved: dict,

@@ -145,7 +145,7 @@ def _search_row(problem: Problem, config: BenchConfig, pool, fragment_pool, poli
                 started: float) -> dict:
     """The row of a problem solved by the search over the compiler's candidates and, when the
     policy is another, the policy's ``config.samples`` answers per fragment."""
-    from drtriton.policy import CompilerPolicy, policy_generator
+    from drtriton.policy import CompilerPolicy
     from drtriton.program import ProgramError
     from drtriton.search import SearchConfig, search
 
@@ -163,7 +163,7 @@ def _search_row(problem: Problem, config: BenchConfig, pool, fragment_pool, poli
     # the compiler's variants are always searched; the compiler as the policy adds nothing
     # (compiling every fragment twice for the same candidates)
     policies = [compiler] if policy == compiler else [compiler, policy]
-    generators = [policy_generator(p, config.samples) for p in policies]
+    generators = [p.search_generator(config.samples) for p in policies]
     try:
         report = search(
             problem.source, search_config, generators, pool=pool, fragment_pool=fragment_pool

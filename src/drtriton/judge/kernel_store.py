@@ -549,7 +549,9 @@ class KernelCompiler:
             (job_dir / "job.json").write_text(json.dumps(spec))
             (job_dir / "request.json").write_text(json.dumps(request))
             result = self.box.run(str(job_dir), self.timeout_s, str(work / "triton-cache"))
-            report = _read_report(job_dir / "report.txt") or {}
+            from drtriton.judge.pair import read_report  # pair imports this module
+
+            report = read_report(job_dir) or {}
             if result.timed_out or report.get("status") != "ok":
                 why = report.get("reason") or result.output[-300:] or "no report"
                 return "failed", f"compile child: {why}"
@@ -561,14 +563,3 @@ class KernelCompiler:
             return "admitted", ""
         finally:
             shutil.rmtree(work, ignore_errors=True)
-
-
-def _read_report(path: Path) -> dict | None:
-    """A compile child's report (a Python literal, parsed, never executed), or None."""
-    try:
-        if path.stat().st_size > MAX_REQUEST_BYTES:
-            return None
-        value = _read_literal(path.read_text())
-    except (OSError, ValueError, SyntaxError, MemoryError, RecursionError):
-        return None
-    return value if isinstance(value, dict) else None

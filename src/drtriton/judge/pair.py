@@ -189,7 +189,7 @@ def _reference_job(
         lock = slot.gpu.exclusive() if exclusive else slot.gpu.shared()
         with lock, _outputs(job_dir, slot) as channel:
             result = box.run(str(job_dir), config.reference_timeout_s, str(work / "cache"))
-        report = _read_report(job_dir)
+        report = read_report(job_dir)
         if result.timed_out or result.memory_killed or result.server_lost or report is None:
             why = _fault_verdict(result, config.reference_timeout_s, config)
             raise InvalidReferenceError(what + (why[1] if why else "ended without a report"))
@@ -324,7 +324,7 @@ def _fault_verdict(result: JobResult, timeout_s: float, config: JudgeConfig):
     return None
 
 
-def _read_report(job_dir: Path) -> dict | None:
+def read_report(job_dir: Path) -> dict | None:
     """The child's report: a Python literal (parsed, never executed), or None."""
     path = job_dir / REPORT
     try:
@@ -559,7 +559,7 @@ def _child_outcome(
     ended, its own status, the run-time checks, the inputs' fingerprints."""
     config = run.config
     fault = _fault_verdict(result, config.timeout_s, config)
-    report = _read_report(job_dir)
+    report = read_report(job_dir)
     run.note_child(job, report)
     if fault:
         return report, fault
@@ -662,7 +662,7 @@ def _baselines(work: Path, tref: Reference, run: _Run) -> dict:
     _write_job(ref_dir, _job_spec("reference_timing", config, slot, tref), tref.source, {})
     with slot.gpu.exclusive():
         result = run.box.run(str(ref_dir), config.baseline_timeout_s, str(work / "ref-cache"))
-    report = _read_report(ref_dir) or {}
+    report = read_report(ref_dir) or {}
     run.note_child("baselines", report)
     record = {key: report.get(key) for key in ("eager", "compile", "compile_error")}
     if result.timed_out or report.get("status", "missing") != "ok":
