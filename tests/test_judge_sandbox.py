@@ -6,6 +6,7 @@ it and the Ray executor.
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pytest
@@ -261,3 +262,20 @@ def test_a_pool_removes_the_scratch_of_a_killed_run(tmp_path):
         (path / scratch.OWNER_FILE).write_text(owner)
     with JudgePool(JudgeConfig(device="cpu", scratch_dir=str(tmp_path)), workers=1):
         assert not stale.exists() and live.exists()
+
+
+def test_fork_server_hashes_triton_once_before_forking():
+    """Each child's first compiled launch would otherwise hash Triton's sources again (about
+    0.4 s of 0.54 s on an H200); the server computes it before the fork, children inherit it."""
+    import subprocess
+    import sys
+
+    code = (
+        "from drtriton.judge import server; server._warm_triton_compiler(); "
+        "from triton.runtime.cache import triton_key; "
+        "assert triton_key.cache_info().currsize == 1, triton_key.cache_info(); "
+        "import sys; assert 'triton.experimental.gluon' in sys.modules"
+    )
+    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
+    done = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr[-2000:]
