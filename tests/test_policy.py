@@ -107,7 +107,8 @@ def test_the_compiler_policys_three_views_agree():
     (candidate,) = policy.candidates(PROGRAM, 1, Sampling())
     first, notes = policy.first_candidate(PROGRAM, _InProcessPool())
     assert answer.strip() == candidate.strip() == first.strip()
-    assert notes == {"tuned_kernels": 0, "tuning_error": "", "hybrid_choice": ""}
+    assert notes == {"tuned_kernels": 0, "tuning_error": "", "hybrid_choice": "",
+                     "tuning_cached": False}
     unsupported = PROGRAM.replace("torch.relu(x)", "torch.sort(x)[0]")
     assert policy.candidates(unsupported, 1, Sampling()) == []
     with pytest.raises(ValueError, match="sort"):
@@ -125,8 +126,10 @@ def test_a_model_policy_is_read_through_the_answer_parser():
 
 
 def test_a_spec_names_the_compiler_in_the_judges_mode_and_precision():
+    from drtriton.compiler.tune import default_tuning_cache
+
     assert load_policy("compiler", "cuda:1", "hybrid", "tf32") == CompilerPolicy(
-        device="cuda", mode="hybrid", precision="tf32")
+        device="cuda", mode="hybrid", precision="tf32", tuning_cache=str(default_tuning_cache()))
     assert load_policy("openai:http://h/v1#m") == OpenAIPolicy("http://h/v1", "m")
 
 

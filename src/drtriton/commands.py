@@ -61,7 +61,7 @@ def convert(
     try:
         config = JudgeConfig(mode=mode, device=dev, jobs_per_gpu=1, **(judge_options or {}))
         with JudgePool(config, workers=1) as pool:
-            result = compile_sandboxed(pool, source, mode, dev)
+            result = compile_sandboxed(pool, source, mode, dev, tunings=_tunings(dev))
             if "error" in result:
                 echo(f"error: {program}: {result['error']}")
                 return 2
@@ -145,3 +145,12 @@ def _report(verdict, echo) -> int:
 
 if __name__ == "__main__":  # python -m drtriton.commands PROGRAM.py [OUT.py]
     sys.exit(convert(sys.argv[1], sys.argv[2] if len(sys.argv) > 2 else None))
+
+
+def _tunings(device: str):
+    """The user's convert-time measurements on a GPU (``compiler.tune.TuningCache``)."""
+    if device != "cuda":
+        return None
+    from drtriton.compiler.tune import TuningCache, default_tuning_cache
+
+    return TuningCache(default_tuning_cache())

@@ -129,6 +129,7 @@ class CompilerPolicy(Policy):
     device: str = "cpu"  # kernel flavour: cpu (interpreter blocks) or cuda (autotuned kernels)
     mode: str = "strict"
     precision: str = "fp32"
+    tuning_cache: str | None = None  # convert-time measurements (compiler.tune.TuningCache)
 
     def answer(self, source: str) -> str:
         from drtriton.compiler import CompilerConfig, UnsupportedOperatorError, compile_program
@@ -185,14 +186,17 @@ class CompilerPolicy(Policy):
         (``compiler.convert.compile_in_child``). A program it cannot compile raises
         ``ValueError`` with the compiler's reason."""
         from drtriton.compiler.convert import compile_sandboxed
+        from drtriton.compiler.tune import TuningCache
 
-        result = compile_sandboxed(pool, source, self.mode, self.device, self.precision)
+        tunings = TuningCache(self.tuning_cache) if self.tuning_cache else None
+        result = compile_sandboxed(pool, source, self.mode, self.device, self.precision, tunings)
         if "error" in result:
             raise ValueError(result["error"])
         tuned = result.get("tuning", {}).get("choices", {})
         return result["candidate"], {
             "tuned_kernels": len(tuned), "tuning_error": result.get("tuning_error", ""),
-            "hybrid_choice": result.get("hybrid_choice", {}).get("chose", "")}
+            "hybrid_choice": result.get("hybrid_choice", {}).get("chose", ""),
+            "tuning_cached": bool(result.get("tuning_cached"))}
 
 
 # ----------------------------------------------------------------------------- local HF model
@@ -362,7 +366,10 @@ def load_policy(spec: str, device: str = "cpu", mode: str = "strict",
     ``precision`` (the judge's) apply to the compiler."""
     kind, args = parse_policy_spec(spec)
     if kind == "compiler":
-        return CompilerPolicy(device=device_kind(device), mode=mode, precision=precision)
+        from drtriton.compiler.tune import default_tuning_cache
+
+        return CompilerPolicy(device=device_kind(device), mode=mode, precision=precision,
+                              tuning_cache=str(default_tuning_cache()))
     if kind == "hf":
         return HFPolicy(args[0], device=device)
     return OpenAIPolicy(*args)

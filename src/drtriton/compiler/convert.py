@@ -9,7 +9,12 @@ the reference's time limit. The judge names ``compile_in_child`` by the string
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from drtriton import devices
+
+if TYPE_CHECKING:
+    from drtriton.compiler.tune import TuningCache
 
 
 def resolve_device(device: str) -> str:
@@ -19,23 +24,55 @@ def resolve_device(device: str) -> str:
     return devices.resolve_device(device)
 
 
+class Measurements:
+    """Convert-time measurements known before a compile (``TuningCache``) and those it made.
+
+    Without ``allowed`` (the child does not have its GPU to itself) a missing measurement
+    raises ``MeasuringNeeded`` instead of timing anything."""
+
+    def __init__(self, known: dict | None = None, allowed: bool = True) -> None:
+        self.known, self.allowed, self.made = dict(known or {}), allowed, {}
+
+    def get(self, key: str, measure):
+        if key in self.known:
+            return self.known[key]
+        if not self.allowed:
+            raise MeasuringNeeded(key)
+        value = measure()
+        if "error" not in value:  # a failure is not a measurement: the next convert retries
+            self.made[key] = value
+        return value
+
+
+class MeasuringNeeded(Exception):
+    """A compile needs a measurement it may not make in a shared child."""
+
+
 def compile_in_child(source: str, mode: str, device: str, tune: bool = True,
-                     precision: str = "fp32") -> dict:
+                     precision: str = "fp32", known: dict | None = None,
+                     measure: bool = True) -> dict:
     """The compile step as the judge's sandboxed child runs it (``JudgePool.call``). On CUDA with
     ``tune``, the candidate's autotuned kernels are measured once on the program's inputs and
     their launches fixed to the chosen configs (``compiler.tune``); ``tuning`` records them, or
     ``tuning_error`` says why the candidate stayed autotuned. A hybrid compile on CUDA also
     builds the strict candidate and keeps whichever runs faster there (``hybrid_choice``): our
-    tensor-core GEMMs can beat the vendor library the hybrid mode calls."""
+    tensor-core GEMMs can beat the vendor library the hybrid mode calls.
+
+    ``known`` holds earlier measurements of this program (``TuningCache``), used instead of
+    measuring again; ``measurements`` in the result are the new ones. Without ``measure`` a
+    missing one gives ``{"measuring_needed": key}``."""
     from drtriton.compiler import UnsupportedOperatorError
     from drtriton.program import ProgramError
 
+    measurements = Measurements(known, measure)
     try:
-        result = _compiled(source, mode, device, tune, precision)
+        result = _compiled(source, mode, device, tune, precision, measurements)
         if mode == "hybrid" and device == "cuda" and tune and "tuning_error" not in result:
-            result = _faster_of(source, result, _compiled(source, "strict", device, tune,
-                                                          precision))
-        return result
+            strict = _compiled(source, "strict", device, tune, precision, measurements)
+            result = _faster_of(source, result, strict, measurements)
+        return result | {"measurements": measurements.made}
+    except MeasuringNeeded as exc:
+        return {"measuring_needed": str(exc)}
     except UnsupportedOperatorError as exc:
         return {"error": str(exc)}
     except (ProgramError, SyntaxError, ValueError) as exc:
@@ -43,47 +80,78 @@ def compile_in_child(source: str, mode: str, device: str, tune: bool = True,
 
 
 def compile_sandboxed(pool, source: str, mode: str, device: str,
-                      precision: str | None = None) -> dict:
+                      precision: str | None = None, tunings: TuningCache | None = None) -> dict:
     """``compile_in_child`` in one of ``pool``'s sandboxes, at ``precision`` (default: that of
-    the pool's judge preset); on CUDA the child has the GPU to itself (it times kernels while
-    tuning)."""
-    arguments = {"mode": mode, "device": device,
-                 "precision": precision or pool.config.precision}
-    return pool.call(source, "drtriton.compiler.convert:compile_in_child", arguments,
-                     phase="compiler capture", exclusive=device == "cuda")
+    the pool's judge preset). On CUDA a child that measures has the GPU to itself; with
+    ``tunings`` holding every measurement this program needs, the compile shares the GPU and
+    times nothing, and new measurements are stored there."""
+    from drtriton.compiler.tune import TuningCache, tuning_environment
+
+    precision = precision or pool.config.precision
+    arguments = {"mode": mode, "device": device, "precision": precision}
+    if device != "cuda" or tunings is None:
+        return pool.call(source, FUNCTION, arguments, phase="compiler capture",
+                         exclusive=device == "cuda")
+    program = TuningCache.program_key(source, mode, precision, tuning_environment())
+    known = tunings.load(program)
+    result = {"measuring_needed": "nothing known"}
+    if known:
+        result = pool.call(source, FUNCTION, arguments | {"known": known, "measure": False},
+                           phase="compiler capture")
+    if "measuring_needed" in result:
+        result = pool.call(source, FUNCTION, arguments | {"known": known},
+                           phase="compiler capture", exclusive=True)
+    if result.get("measurements"):
+        tunings.store(program, result["measurements"])
+    return result | {"tuning_cached": bool(known) and not result.get("measurements")}
 
 
-def _compiled(source: str, mode: str, device: str, tune: bool, precision: str) -> dict:
+FUNCTION = "drtriton.compiler.convert:compile_in_child"
+
+
+def _compiled(source: str, mode: str, device: str, tune: bool, precision: str,
+              measurements: Measurements) -> dict:
     from drtriton.compiler import CompilerConfig, compile_program
 
     config = CompilerConfig(mode=mode, device=device, precision=precision)
     candidate = compile_program(source, config)
     if not (tune and device == "cuda" and "@triton.autotune(" in candidate):
         return {"candidate": candidate}
-    from drtriton.compiler.tune import measure_choices
+    from drtriton.compiler.tune import Tuning, measure_choices, measurement_key
 
-    try:
-        tuning = measure_choices(candidate, source)
-    except Exception as exc:  # the judge reports what running the candidate does
-        return {"candidate": candidate, "tuning_error": f"{type(exc).__name__}: {exc}"[:500]}
-    return {"candidate": compile_program(source, config, tuning),
-            "tuning": {"device_name": tuning.device_name, "choices": dict(tuning.choices)}}
+    def measure() -> dict:
+        try:
+            tuning = measure_choices(candidate, source)
+        except Exception as exc:  # the judge reports what running the candidate does
+            return {"error": f"{type(exc).__name__}: {exc}"[:500]}
+        return {"device_name": tuning.device_name, "choices": dict(tuning.choices)}
+
+    chosen = measurements.get(measurement_key("tuning", candidate), measure)
+    if "error" in chosen:
+        return {"candidate": candidate, "tuning_error": chosen["error"]}
+    tuning = Tuning(chosen["device_name"], tuple(sorted(chosen["choices"].items())))
+    return {"candidate": compile_program(source, config, tuning), "tuning": chosen}
 
 
-def _faster_of(source: str, hybrid: dict, strict: dict) -> dict:
+def _faster_of(source: str, hybrid: dict, strict: dict, measurements: Measurements) -> dict:
     """The hybrid or the strict compile, whichever ``tune.time_candidates`` measures faster."""
     from drtriton.compiler import kernel_body
-    from drtriton.compiler.tune import time_candidates
+    from drtriton.compiler.tune import measurement_key, time_candidates
 
     if "tuning_error" in strict or kernel_body(strict["candidate"]) == kernel_body(
             hybrid["candidate"]):
         return hybrid
-    try:
-        hybrid_ms, strict_ms = time_candidates([hybrid["candidate"], strict["candidate"]],
-                                               source)
-    except Exception as exc:  # the hybrid compile stands; the judge will say how it runs
-        return hybrid | {"hybrid_choice": {"error": f"{type(exc).__name__}: {exc}"[:300],
-                                           "chose": "hybrid"}}
-    chosen = strict if strict_ms < hybrid_ms else hybrid
-    return chosen | {"hybrid_choice": {"hybrid_ms": hybrid_ms, "strict_ms": strict_ms,
-                                       "chose": "strict" if chosen is strict else "hybrid"}}
+
+    def measure() -> dict:
+        try:
+            hybrid_ms, strict_ms = time_candidates([hybrid["candidate"], strict["candidate"]],
+                                                   source)
+        except Exception as exc:  # the hybrid compile stands; the judge will say how it runs
+            return {"error": f"{type(exc).__name__}: {exc}"[:300], "chose": "hybrid"}
+        return {"hybrid_ms": hybrid_ms, "strict_ms": strict_ms,
+                "chose": "strict" if strict_ms < hybrid_ms else "hybrid"}
+
+    key = measurement_key("faster", hybrid["candidate"], strict["candidate"])
+    choice = measurements.get(key, measure)
+    chosen = strict if choice["chose"] == "strict" else hybrid
+    return chosen | {"hybrid_choice": choice}

@@ -90,3 +90,85 @@ def _import_file(source: str):
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module
+
+
+# ---- measurements that outlive one convert ------------------------------------------------
+TUNING_CACHE_ENV = "DRTRITON_TUNING_CACHE"
+
+
+def default_tuning_cache() -> Path:
+    """``$DRTRITON_TUNING_CACHE``, else ``$XDG_CACHE_HOME/drtriton/tuning.sqlite``."""
+    import os
+
+    chosen = os.environ.get(TUNING_CACHE_ENV)
+    if chosen:
+        return Path(chosen)
+    root = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
+    return root / "drtriton" / "tuning.sqlite"
+
+
+def measurement_key(kind: str, *candidates: str) -> str:
+    """The key of one measurement within a program's entry: what was measured and the exact
+    candidate texts it was measured on (a changed kernel is a new measurement)."""
+    import hashlib
+
+    digests = [hashlib.sha256(c.encode()).hexdigest()[:32] for c in candidates]
+    return ":".join([kind, *digests])
+
+
+def tuning_environment(device: str = "cuda") -> dict:
+    """What a measurement depends on besides the program: the GPU and the library versions."""
+    import triton
+
+    name = torch.cuda.get_device_name(device) if torch.cuda.is_available() else "cpu"
+    return {"device_name": name, "torch": torch.__version__, "triton": triton.__version__,
+            "cuda": torch.version.cuda}
+
+
+class TuningCache:
+    """Convert-time measurements (the config each autotuned kernel chose; hybrid against strict)
+    in one SQLite file, so that converting an unchanged program again measures nothing.
+
+    An entry is keyed by the program (source, mode, precision) and the environment
+    (``tuning_environment``), and holds measurements keyed by ``measurement_key``. Its values
+    come from a child that ran the user's program; they only choose among our own compiles of
+    that same program, so a forged value can only slow that program down.
+    """
+
+    def __init__(self, path: Path | str) -> None:
+        self.path = Path(path)
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        with self._connect() as db:
+            db.execute("CREATE TABLE IF NOT EXISTS measurements (program TEXT, item TEXT, "
+                       "measured TEXT, value TEXT, PRIMARY KEY (program, item))")
+
+    def _connect(self):
+        import sqlite3
+
+        return sqlite3.connect(self.path, timeout=30)
+
+    @staticmethod
+    def program_key(source: str, mode: str, precision: str, environment: dict) -> str:
+        import hashlib
+        import json
+
+        parts = {"source": source, "mode": mode, "precision": precision, **environment}
+        return hashlib.sha256(json.dumps(parts, sort_keys=True).encode()).hexdigest()
+
+    def load(self, program: str) -> dict[str, dict]:
+        import json
+
+        with self._connect() as db:
+            rows = db.execute("SELECT item, value FROM measurements WHERE program = ?",
+                              (program,)).fetchall()
+        return {item: json.loads(value) for item, value in rows}
+
+    def store(self, program: str, measurements: dict[str, dict]) -> None:
+        import json
+        import time
+
+        measured = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+        with self._connect() as db:
+            db.executemany("INSERT OR REPLACE INTO measurements VALUES (?, ?, ?, ?)",
+                           [(program, item, measured, json.dumps(value, sort_keys=True))
+                            for item, value in measurements.items()])

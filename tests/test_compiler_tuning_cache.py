@@ -1,0 +1,127 @@
+"""Convert-time measurements kept across converts (``compiler.tune.TuningCache``): an unchanged
+program converts again without timing anything, and a shared child never times."""
+
+from __future__ import annotations
+
+import os
+
+os.environ.setdefault("TRITON_INTERPRET", "1")
+
+import pytest  # noqa: E402
+
+from drtriton.compiler import CompilerConfig, compile_program, kernels  # noqa: E402
+from drtriton.compiler.capture import capture  # noqa: E402
+from drtriton.compiler.convert import (  # noqa: E402
+    Measurements,
+    MeasuringNeeded,
+    compile_in_child,
+    compile_sandboxed,
+)
+from drtriton.compiler.lower import Lowering  # noqa: E402
+from drtriton.compiler.tune import (  # noqa: E402
+    TuningCache,
+    measurement_key,
+    tuning_environment,
+)
+
+LINEAR = '''
+import torch
+import torch.nn as nn
+
+class Model(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.fc = nn.Linear(64, 48)
+
+    def forward(self, x):
+        return torch.relu(self.fc(x))
+
+def get_inputs():
+    return [torch.randn(32, 64)]
+
+def get_init_inputs():
+    return []
+'''
+
+
+def _first_configs(source: str) -> dict:
+    """A measurement as the GPU would report it: every autotuned kernel at its first config."""
+    lowered = Lowering(capture(source), CompilerConfig(device="cuda")).run()
+    choices = {k.name: 0 for k in lowered.kernels if k.configs}
+    assert choices, "the program should have autotuned kernels"
+    return {"device_name": "test GPU", "choices": choices}
+
+
+def test_cache_keeps_measurements_per_program_and_environment(tmp_path):
+    cache = TuningCache(tmp_path / "t.sqlite")
+    env = {"device_name": "H200", "torch": "2.11", "triton": "3.6", "cuda": "13.0"}
+    key = TuningCache.program_key(LINEAR, "strict", "fp32", env)
+    assert key != TuningCache.program_key(LINEAR, "hybrid", "fp32", env)
+    assert key != TuningCache.program_key(LINEAR, "strict", "fp32", env | {"triton": "3.7"})
+    cache.store(key, {"tuning:abc": {"choices": {"k0": 2}}})
+    again = TuningCache(tmp_path / "t.sqlite")
+    assert again.load(key) == {"tuning:abc": {"choices": {"k0": 2}}}
+    assert again.load(TuningCache.program_key(LINEAR, "hybrid", "fp32", env)) == {}
+
+
+def test_measurements_use_what_is_known_and_never_time_when_not_allowed():
+    calls = []
+    known = Measurements({"a": {"x": 1}}, allowed=False)
+    assert known.get("a", lambda: calls.append(1)) == {"x": 1}
+    with pytest.raises(MeasuringNeeded):
+        known.get("b", lambda: calls.append(1))
+    assert not calls
+    fresh = Measurements()
+    assert fresh.get("b", lambda: {"y": 2}) == {"y": 2} and fresh.made == {"b": {"y": 2}}
+    fresh.get("c", lambda: {"error": "out of memory"})
+    assert "c" not in fresh.made  # a failure is retried by the next convert, not cached
+
+
+def test_a_known_tuning_compiles_a_fixed_candidate_without_measuring(monkeypatch):
+    monkeypatch.setattr(kernels.writer, "SMALL_WORK", 0)  # every kernel autotuned
+    autotuned = compile_program(LINEAR, CompilerConfig(device="cuda"))
+    assert "@triton.autotune(" in autotuned
+    known = {measurement_key("tuning", autotuned): _first_configs(LINEAR)}
+    result = compile_in_child(LINEAR, "strict", "cuda", known=known, measure=False)
+    assert "@triton.autotune(" not in result["candidate"]
+    assert "# tuned on test GPU over" in result["candidate"]
+    assert result["measurements"] == {}
+    # The compiler's output changed (another kernel text): the old measurement does not apply.
+    other = {measurement_key("tuning", autotuned + "\n"): _first_configs(LINEAR)}
+    assert "measuring_needed" in compile_in_child(LINEAR, "strict", "cuda", known=other,
+                                                  measure=False)
+
+
+class _FakePool:
+    """Records how compile_sandboxed calls its children; answers like compile_in_child."""
+
+    class config:  # noqa: N801 - stands in for JudgeConfig
+        precision = "fp32"
+
+    def __init__(self, answers: list[dict]) -> None:
+        self.answers, self.calls = answers, []
+
+    def call(self, source, function, arguments, phase, exclusive=False):
+        self.calls.append((dict(arguments), exclusive))
+        return self.answers.pop(0)
+
+
+def test_convert_measures_alone_once_then_shares_the_gpu(tmp_path):
+    cache = TuningCache(tmp_path / "t.sqlite")
+    made = {"tuning:abc": {"device_name": "g", "choices": {"k0": 1}}}
+    first = _FakePool([{"candidate": "A", "measurements": made}])
+    assert compile_sandboxed(first, LINEAR, "strict", "cuda", tunings=cache)["candidate"] == "A"
+    assert first.calls == [({"mode": "strict", "device": "cuda", "precision": "fp32",
+                             "known": {}}, True)]
+    second = _FakePool([{"candidate": "A", "measurements": {}}])
+    result = compile_sandboxed(second, LINEAR, "strict", "cuda", tunings=cache)
+    (arguments, exclusive), = second.calls
+    assert not exclusive and arguments["measure"] is False and arguments["known"] == made
+    assert result["tuning_cached"] is True
+    # A shared child that finds something unmeasured hands over to one that has the GPU alone.
+    third = _FakePool([{"measuring_needed": "tuning:def"},
+                       {"candidate": "B", "measurements": {"tuning:def": {"choices": {}}}}])
+    assert compile_sandboxed(third, LINEAR, "strict", "cuda", tunings=cache)["candidate"] == "B"
+    assert [exclusive for _, exclusive in third.calls] == [False, True]
+    program = TuningCache.program_key(LINEAR, "strict", "fp32", tuning_environment())
+    assert set(cache.load(program)) == {"tuning:abc", "tuning:def"}
