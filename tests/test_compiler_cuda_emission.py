@@ -272,12 +272,12 @@ def test_a_hybrid_gpu_compile_keeps_the_faster_of_hybrid_and_strict(monkeypatch)
     from drtriton.compiler import convert, tune
 
     src = program("return torch.relu(torch.matmul(a, b)) * 2", [(40, 48), (48, 36)])
-    hybrid = convert._compiled(src, "hybrid", "cuda", False, "fp32")
-    strict = convert._compiled(src, "strict", "cuda", False, "fp32")
+    hybrid = convert._compiled(src, "hybrid", "cuda", False, "fp32", convert.Measurements())
+    strict = convert._compiled(src, "strict", "cuda", False, "fp32", convert.Measurements())
     assert hybrid["candidate"] != strict["candidate"]
     for times, chose in (([2.0, 1.0], "strict"), ([1.0, 3.0], "hybrid")):
         monkeypatch.setattr(tune, "time_candidates", lambda cands, ref, t=times: t)
-        kept = convert._faster_of(src, hybrid, strict)
+        kept = convert._faster_of(src, hybrid, strict, convert.Measurements())
         assert kept["hybrid_choice"] == {"hybrid_ms": times[0], "strict_ms": times[1],
                                          "chose": chose}
         assert kept["candidate"] == (strict if chose == "strict" else hybrid)["candidate"]

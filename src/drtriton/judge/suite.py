@@ -205,6 +205,9 @@ def main() -> None:
         f"{rows[-1]['total_wall_s']:.1f} s"
     )
     if args.json:
+        from drtriton.provenance import machine_record
+
+        rows[-1]["environment"] = machine_record()  # the totals row: where and at which commit
         args.json.write_text(json.dumps(rows, indent=1))
 
 
