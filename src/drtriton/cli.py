@@ -238,10 +238,23 @@ def _synthesize_into(tmp: Path, config: SynthConfig, kept: int) -> Counter[str]:
 
 
 @app.command()
-def ops() -> None:
-    """List the operator catalogue."""
+def ops(
+    coverage: bool = typer.Option(
+        False, "--coverage",
+        help="Instead: what the compiler converts (nn modules, nn.functional, torch functions, "
+             "tensor methods), read from its lowering tables."),
+    status: str = typer.Option(
+        None, help="With --coverage, only rows of this status: lowered | view | traced | "
+                   "unsupported."),
+) -> None:
+    """List the operator catalogue (the synthesizer's 61 operators), or the compiler's coverage."""
     from rich.table import Table
 
+    if coverage:
+        _print_coverage(status)
+        return
+    if status is not None:
+        fail("--status applies only with --coverage")
     from drtriton.ops import OPS
 
     table = Table("name", "category", "arity", "ranks", "PyTorch")
@@ -252,6 +265,25 @@ def ops() -> None:
     stdout = Console(markup=False, highlight=False)
     stdout.print(table)
     stdout.print(f"{len(OPS)} operators")
+
+
+def _print_coverage(status: str | None) -> None:
+    from rich.table import Table
+
+    from drtriton.compiler.coverage import STATUSES, counts, coverage
+
+    if status is not None and status not in STATUSES:
+        fail(f"--status must be one of {', '.join(STATUSES)}, got {status!r}")
+    rows = coverage()
+    stdout = Console(markup=False, highlight=False)
+    table = Table("kind", "name", "status")
+    for row in rows:
+        if status is None or row.status == status:
+            table.add_row(row.kind, row.name, row.status)
+    stdout.print(table)
+    for kind, by_status in counts(rows).items():
+        shown = ", ".join(f"{n} {s}" for s, n in by_status.items() if n)
+        stdout.print(f"{kind}: {shown}")
 
 
 TIMEOUT_HELP = ("Wall-clock limit (seconds) of each candidate child process: the one that runs "
