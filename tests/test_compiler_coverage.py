@@ -8,9 +8,9 @@ import os
 os.environ.setdefault("TRITON_INTERPRET", "1")
 
 import pytest  # noqa: E402
-from compiler_cases.harness import program  # noqa: E402
 from typer.testing import CliRunner  # noqa: E402
 
+from compiler_cases.harness import program  # noqa: E402
 from drtriton.cli import app  # noqa: E402
 from drtriton.compiler import CompilerConfig, UnsupportedOperatorError, compile_program  # noqa: E402
 from drtriton.compiler.coverage import STATUSES, counts, coverage  # noqa: E402

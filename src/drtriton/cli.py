@@ -555,22 +555,41 @@ def _run_training(fn: Callable[..., str], *args: object) -> None:
     result(message)
 
 
+@app.command()
+def tokenizer(
+    out: Path = typer.Option(..., help="Output directory (tokenizer files)."),
+    corpus: list[Path] = typer.Option(
+        [], "--corpus", help="JSONL files (programs, pairs, candidates) whose source, answer and "
+                             "candidate fields join the package's sources; repeatable."),
+    vocab_size: int = typer.Option(8192, min=300, help="Vocabulary size, at least 300."),
+) -> None:
+    """Train a byte-level BPE tokenizer on our own programs and candidates, offline."""
+    from drtriton.train.recipes import tokenizer_command
+
+    _check_out_dir(out)
+    _run_training(tokenizer_command, out, corpus, vocab_size)
+
+
 @app.command("init-model")
 def init_model(
     out: Path = typer.Option(..., help="Output directory (model + tokenizer)."),
     preset: str = typer.Option(
         "tiny",
         help=(
-            "tiny (hidden 64, 2 layers) | small (hidden 256, 4 layers)."
+            "tiny (hidden 64, 2 layers) | small (hidden 256, 4 layers) | scratch (hidden 384, "
+            "6 layers, 12.6M parameters: the policy trained from scratch)."
         ),
     ),
     seed: int = typer.Option(0, help="Initialisation seed."),
+    tokenizer_dir: Path = typer.Option(
+        None, "--tokenizer", help="A tokenizer from drtriton tokenizer (default: one trained on "
+                                  "the package's sources)."),
 ) -> None:
     """Create a random Qwen2-architecture model and an offline-built tokenizer."""
     from drtriton.train.recipes import init_model_command
 
     _check_out_dir(out)
-    _run_training(init_model_command, preset, out, seed)
+    _run_training(init_model_command, preset, out, seed, tokenizer_dir)
 
 
 @app.command()

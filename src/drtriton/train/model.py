@@ -1,11 +1,15 @@
 """Randomly initialised Qwen2-architecture policies with a tokenizer built entirely offline.
 
-``init_model(out, preset)`` trains a byte-level BPE tokenizer (``tokenizers``) on text that ships
-with this package (its own Python sources, which hold the operator catalogue, the compiler's
-Triton kernel templates and the prompt) plus the prompt text, attaches a ChatML chat template, and
-saves a random ``Qwen2ForCausalLM`` of the preset's size next to it. No network access, no hub.
+``train_tokenizer(out, vocab_size, corpus_files)`` trains a byte-level BPE tokenizer
+(``tokenizers``) on our own text: the package's Python sources (the operator catalogue, the
+compiler's Triton kernel templates, the prompt) and, from JSONL files, the ``source``,
+``answer`` and ``candidate`` fields of programs, pairs and compiler candidates. It attaches a
+ChatML chat template. ``init_model(out, preset)`` saves a random ``Qwen2ForCausalLM`` of the
+preset's size next to such a tokenizer (trained on the package alone unless one is given), in
+safetensors shards of at most ``MAX_SHARD_MB``. No network access, no hub.
 
-    drtriton init-model --preset tiny --out runs/tiny
+    drtriton tokenizer --corpus programs.jsonl pairs.jsonl --vocab-size 8192 --out runs/tok
+    drtriton init-model --preset scratch --tokenizer runs/tok --out runs/scratch
 """
 
 from __future__ import annotations
@@ -43,17 +47,46 @@ class ModelPreset:
 PRESETS = {
     "tiny": ModelPreset(1024, 64, 128, 2, 4, 2),
     "small": ModelPreset(4096, 256, 768, 4, 4, 2),
+    # The policy trained from scratch: 12.6M parameters, 50 MB in fp32 (4 shards of <= 16 MB),
+    # so a checkpoint travels to and from the GPU machine as ordinary files.
+    "scratch": ModelPreset(8192, 384, 1024, 6, 6, 2, 8192),
 }
+MAX_SHARD_MB = 15  # safetensors shards stay under 16 MB
+CORPUS_FIELDS = ("source", "answer", "candidate")
 
 
-def corpus() -> list[str]:
-    """Tokenizer training text: the package's own sources and the prompt (all local)."""
+def corpus(files: list[str | Path] = ()) -> list[str]:
+    """Tokenizer training text, all local: the package's own sources and the prompt, and the
+    ``CORPUS_FIELDS`` strings of every record of the given JSONL files."""
+    import json
+
     root = Path(drtriton.__file__).parent
-    texts = [p.read_text() for p in sorted(root.rglob("*.py"))]
-    return texts + [SYSTEM_PROMPT, TASK_TEMPLATE]
+    texts = [p.read_text() for p in sorted(root.rglob("*.py"))] + [SYSTEM_PROMPT, TASK_TEMPLATE]
+    for path in files:
+        with Path(path).open() as f:
+            for number, line in enumerate(f, 1):
+                if not line.strip():
+                    continue
+                try:
+                    record = json.loads(line)
+                except json.JSONDecodeError as exc:
+                    raise ValueError(f"{path}:{number}: not JSON ({exc.msg})") from None
+                if isinstance(record, dict):
+                    texts += [record[k] for k in CORPUS_FIELDS if isinstance(record.get(k), str)]
+    return texts
 
 
-def build_tokenizer(vocab_size: int):
+def train_tokenizer(out: str | Path, vocab_size: int, files: list[str | Path] = ()) -> Path:
+    """Train the tokenizer on ``corpus(files)`` and save it to ``out``; returns the directory."""
+    if vocab_size < 300:
+        raise ValueError(f"vocab size must be at least 300 (256 bytes + merges), got {vocab_size}")
+    out = Path(out)
+    out.mkdir(parents=True, exist_ok=True)
+    build_tokenizer(vocab_size, corpus(files)).save_pretrained(out)
+    return out
+
+
+def build_tokenizer(vocab_size: int, texts: list[str] | None = None):
     """A byte-level BPE ``PreTrainedTokenizerFast`` with ChatML special tokens and template."""
     from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
     from transformers import PreTrainedTokenizerFast
@@ -67,7 +100,7 @@ def build_tokenizer(vocab_size: int):
         initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),  # every byte encodes
         show_progress=False,
     )
-    bpe.train_from_iterator(corpus(), trainer)
+    bpe.train_from_iterator(corpus() if texts is None else texts, trainer)
     tokenizer = PreTrainedTokenizerFast(
         tokenizer_object=bpe,
         eos_token="<|im_end|>",
@@ -78,15 +111,20 @@ def build_tokenizer(vocab_size: int):
     return tokenizer
 
 
-def init_model(out: str | Path, preset: str = "tiny", seed: int = 0) -> Path:
-    """Write a random Qwen2 model and its tokenizer to ``out``; returns the directory."""
+def init_model(out: str | Path, preset: str = "tiny", seed: int = 0,
+               tokenizer_dir: str | Path | None = None) -> Path:
+    """Write a random Qwen2 model and its tokenizer (``tokenizer_dir``'s, else one trained on the
+    package) to ``out``; returns the directory."""
     import torch
-    from transformers import Qwen2Config, Qwen2ForCausalLM
+    from transformers import AutoTokenizer, Qwen2Config, Qwen2ForCausalLM
 
     if preset not in PRESETS:
         raise ValueError(f"unknown preset {preset!r}; choose from {', '.join(PRESETS)}")
     spec = PRESETS[preset]
-    tokenizer = build_tokenizer(spec.vocab_size)
+    if tokenizer_dir is None:
+        tokenizer = build_tokenizer(spec.vocab_size)
+    else:
+        tokenizer = AutoTokenizer.from_pretrained(tokenizer_dir)
     arch = {k: v for k, v in asdict(spec).items() if k != "vocab_size"}
     config = Qwen2Config(
         vocab_size=len(tokenizer),
@@ -103,6 +141,6 @@ def init_model(out: str | Path, preset: str = "tiny", seed: int = 0) -> Path:
     model.generation_config.pad_token_id = tokenizer.pad_token_id
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
-    model.save_pretrained(out)
+    model.save_pretrained(out, max_shard_size=f"{MAX_SHARD_MB}MB")
     tokenizer.save_pretrained(out)
     return out

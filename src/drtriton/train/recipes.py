@@ -1,4 +1,4 @@
-"""The bodies of the training commands (``drtriton init-model | pairs | sft | rl``).
+"""The bodies of the training commands (``drtriton tokenizer | init-model | pairs | sft | rl``).
 
 ``cli.py`` declares the options and calls these; each returns its result line (the CLI prints
 it on stdout) or raises ``UsageError`` with one line for the user (the CLI prints it and exits
@@ -40,14 +40,31 @@ def _check_device(device: str) -> None:
         raise UsageError(f"--device {device} requested but no CUDA GPU is visible")
 
 
-def init_model_command(preset: str, out: Path, seed: int, console: Console) -> str:
+def tokenizer_command(out: Path, corpus: list[Path], vocab_size: int, console: Console) -> str:
+    from drtriton.train.model import train_tokenizer
+
+    for path in corpus:
+        _need_file(path, "corpus file")
+    if out.exists() and not out.is_dir():
+        raise UsageError(f"{out} exists and is not a directory")
+    try:
+        path = train_tokenizer(out, vocab_size, corpus)
+    except ValueError as exc:
+        raise UsageError(str(exc)) from None
+    return f"wrote a {vocab_size}-token BPE tokenizer ({len(corpus)} corpus files) to {path}"
+
+
+def init_model_command(preset: str, out: Path, seed: int, tokenizer_dir: Path | None,
+                       console: Console) -> str:
     from drtriton.train.model import PRESETS, init_model
 
     if preset not in PRESETS:
         raise UsageError(f"unknown preset {preset!r}; choose from {', '.join(PRESETS)}")
     if out.exists() and not out.is_dir():
         raise UsageError(f"{out} exists and is not a directory")
-    path = init_model(out, preset, seed)
+    if tokenizer_dir is not None and not (tokenizer_dir / "tokenizer.json").is_file():
+        raise UsageError(f"{tokenizer_dir} holds no tokenizer.json; see drtriton tokenizer")
+    path = init_model(out, preset, seed, tokenizer_dir)
     return f"wrote a random {preset} Qwen2 model and its tokenizer to {path}"
 
 
