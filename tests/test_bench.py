@@ -439,3 +439,22 @@ def test_recompute_ab_reads_both_translations_from_a_search_cache(tmp_path):
     assert row["problem"] == "L5-3" and not row["same_translation"]
     assert (row["default_status"], row["fused_status"]) == ("correct", "correct")
     assert row["default_over_fused"] == 2.0
+
+
+def test_pairs_writes_every_verified_compiler_variant(tmp_path):
+    """Teacher data whose correct answers differ: the compiler's distinct translations of one
+    program (fusion cut short on the CPU; tiles, warps and stages too on a GPU)."""
+    from compiler_cases.harness import program
+
+    source = program("return torch.relu(torch.matmul(a, b)) * 2 + 1", [(8, 12), (12, 6)])
+    programs, out = tmp_path / "p.jsonl", tmp_path / "pairs.jsonl"
+    programs.write_text(json.dumps({"id": "p0", "level": 2, "source": source}) + "\n")
+    base = ["pairs", "--programs", str(programs), "--out", str(out), "--device", "cpu"]
+    result = CliRunner().invoke(app, [*base, "--variants", "3"])
+    assert result.exit_code == 0, result.output
+    pairs = [json.loads(line) for line in out.read_text().splitlines()]
+    assert len(pairs) >= 2 and len({p["answer"] for p in pairs}) == len(pairs)
+    assert sorted(p["variant"] for p in pairs) == list(range(len(pairs)))
+    assert all(p["verdict"]["status"] == "correct" for p in pairs)
+    refused = CliRunner().invoke(app, [*base, "--variants", "2", "--teacher", "openai:u#m"])
+    assert refused.exit_code == 2 and "--variants needs the compiler" in refused.output

@@ -598,6 +598,9 @@ def pairs(
     out: Path = typer.Option(..., help="Output pairs JSONL (judge-verified answers only)."),
     teacher: str = typer.Option("compiler", help=POLICY_HELP),
     samples: int = typer.Option(4, min=1, help="Answers per program for LLM teachers."),
+    variants: int = typer.Option(
+        1, min=1, help="With the compiler as teacher: up to this many distinct translations per "
+                       "program (tiles, warps, stages, fusion), every verified one kept."),
     device: str = typer.Option(
         "auto", help="Judge (and hf: teacher) device: auto | cpu | cuda | cuda:N."),
     judge_workers: int = typer.Option(
@@ -613,8 +616,9 @@ def pairs(
 
     _check_policy(teacher, "--teacher")
     _check_writable(out)
-    config = PairsConfig(str(programs), str(out), teacher, samples, device, judge_workers,
-                         temperature=temperature, unsafe_no_sandbox=unsafe_no_sandbox)
+    config = PairsConfig(str(programs), str(out), teacher, samples, device=device,
+                         judge_workers=judge_workers, temperature=temperature,
+                         unsafe_no_sandbox=unsafe_no_sandbox, variants=variants)
     _run_training(pairs_command, config)
 
 

@@ -144,6 +144,39 @@ class CompilerPolicy(Policy):
     def generate(self, sources: Sequence[str], n: int, sampling: Sampling) -> list[list[str]]:
         return [[self.answer(s)] * n for s in sources]
 
+    def variants(self, source: str, count: int) -> list[str]:
+        """Up to ``count`` distinct correct-by-construction translations that differ in speed
+        (teacher data whose answers rank by speed): the default; on a GPU every autotuned
+        kernel fixed to its k-th config (tile sizes, warps, stages); then fusion cut short
+        (at most 8, then 1 node per kernel). A program it cannot lower has none."""
+        from drtriton.compiler import CompilerConfig, Tuning, compile_program, kernel_body
+        from drtriton.compiler.capture import capture
+        from drtriton.compiler.lower import Lowering
+
+        base = CompilerConfig(mode=self.mode, device=self.device, precision=self.precision)
+        try:
+            spaces = {k.name: len(k.configs) for k in Lowering(capture(source), base).run().kernels
+                      if k.configs}
+        except Exception:  # noqa: BLE001 - a program it cannot lower
+            return []
+        plans = [(base, None)] + [
+            (base, Tuning(f"variant {k}", tuple((n, min(k, size - 1))
+                                                for n, size in spaces.items())))
+            for k in range(max(spaces.values(), default=0))]
+        plans += [(dataclasses.replace(base, max_fused_nodes=m), None) for m in (8, 1)]
+        found, bodies = [], set()
+        for config, tuning in plans:
+            if len(found) == count:
+                break
+            try:
+                candidate = compile_program(source, config, tuning)
+            except Exception:  # noqa: BLE001 - a variant it cannot build is skipped
+                continue
+            if kernel_body(candidate) not in bodies:
+                bodies.add(kernel_body(candidate))
+                found.append(candidate)
+        return found
+
     def candidates(self, source: str, n: int = 1, sampling: Sampling | None = None) -> list[str]:
         """Its strict translation, and under a hybrid judge also its hybrid one (vendor
         matmul/convolution); then each again with every computed input fused into the window

@@ -30,6 +30,9 @@ class PairsConfig:
     out: str
     teacher: str = "compiler"  # a policy spec: compiler | hf:MODEL_DIR | openai:BASE_URL#MODEL
     samples: int = 4  # answers per program (the compiler's repeat: judged once)
+    # with the compiler as teacher: up to this many distinct translations per program (tiles,
+    # warps, stages, fusion; ``CompilerPolicy.variants``), every verified one written
+    variants: int = 1
     device: str = "auto"  # judge device (and the compiler's kernel flavour, a model's device)
     judge_workers: int | None = None
     judge_preset: str = "hardened"
@@ -43,6 +46,10 @@ class PairsConfig:
             raise ValueError(f"teacher {self.teacher}: no model directory {args[0]}")
         if self.samples < 1:
             raise ValueError("samples must be at least 1")
+        if self.variants < 1:
+            raise ValueError("variants must be at least 1")
+        if self.variants > 1 and kind != "compiler":
+            raise ValueError("--variants needs the compiler as teacher (--teacher compiler)")
 
 
 def read_records(path: str | Path, required: tuple[str, ...], kind: str) -> list[dict]:
@@ -102,17 +109,21 @@ def run_pairs(config: PairsConfig, progress=None, on_skip=None) -> dict:
     with JudgePool(judge_config, config.judge_workers) as pool, out.open("w") as f:
         for done, program in enumerate(programs, 1):
             try:
-                pair = _pair(pool, teacher, config.samples, sampling, program, counts)
+                if config.variants > 1:
+                    pairs = _variant_pairs(pool, teacher, config.variants, program, counts)
+                else:
+                    pair = _pair(pool, teacher, config.samples, sampling, program, counts)
+                    pairs = [pair] if pair is not None else []
             except _Skipped as skipped:
                 counts[skipped.kind] += 1
                 if on_skip:
                     on_skip(program["id"], skipped.reason)
-                pair = None
-            if pair is not None:
+                pairs = []
+            for pair in pairs:
                 pair["teacher"] = config.teacher
                 f.write(json.dumps(pair, sort_keys=True) + "\n")
-                f.flush()
                 counts["pairs"] += 1
+            f.flush()
             if progress:
                 progress(done, len(programs))
     counts["programs"] = len(programs)
@@ -140,6 +151,30 @@ def _pair(pool, teacher: Policy, n: int, sampling: Sampling, program: dict,
         return _first_verified(pool, program, list(dict.fromkeys(answers)), counts)
     except ProgramError as exc:
         raise _Skipped("invalid_program", str(exc)) from exc
+
+
+def _variant_pairs(pool, teacher, count: int, program: dict, counts: Counter) -> list[dict]:
+    """Every verified one of the compiler's distinct translations of one program, each with
+    its index (``variant``) and its verdict (on a GPU, its time: the variants rank by speed)."""
+    from drtriton.program import ProgramError
+    from drtriton.prompts import format_answer
+
+    candidates = teacher.variants(program["source"], count)
+    if not candidates:
+        raise _Skipped("teacher_error", "the compiler cannot convert this program")
+    try:
+        verdicts = pool.verify_many([(program["source"], c) for c in candidates])
+    except ProgramError as exc:
+        raise _Skipped("invalid_program", str(exc)) from exc
+    found = []
+    for index, (candidate, verdict) in enumerate(zip(candidates, verdicts, strict=True)):
+        counts[verdict.status] += 1
+        if verdict.ok:
+            answer = format_answer(candidate, "Translation by drtriton's built-in compiler.")
+            found.append({"program_id": program["id"], "level": program["level"],
+                          "source": program["source"], "answer": answer, "variant": index,
+                          "verdict": verdict.to_dict()})
+    return found
 
 
 def _first_verified(pool, program: dict, answers: list[str], counts: Counter) -> dict | None:
