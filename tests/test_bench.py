@@ -231,7 +231,7 @@ def test_bench_loads_an_llm_policy_once(tmp_path, monkeypatch):
         def generate(self, sources, n, sampling):
             return [[CompilerPolicy().answer(s)] * n for s in sources]
 
-    def load(spec, device="cpu", mode="strict", precision="fp32"):
+    def load(spec, device="cpu", mode="strict", precision="fp32", sampling=None):
         loads.append(spec)
         return CountedPolicy()
 

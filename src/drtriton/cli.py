@@ -623,6 +623,17 @@ def pairs(
 
 
 @app.command()
+def learn(
+    plan: Path = typer.Option(..., help="Experiment plan (TOML; benchmarks/plans/learning.toml)."),
+) -> None:
+    """The learning experiment in one command: programs, tokenizer, pairs, SFT, DRPO and GRPO,
+    held-out evaluation of each stage (and DRPO with search); resumes where it stopped."""
+    from drtriton.train.recipes import learn_command
+
+    _run_training(learn_command, plan)
+
+
+@app.command()
 def sft(
     model: Path = typer.Option(..., help="Model directory (Hugging Face checkpoint)."),
     pairs: Path = typer.Option(..., help="Pairs JSONL (drtriton pairs output)."),

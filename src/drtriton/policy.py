@@ -73,16 +73,20 @@ class Policy(abc.ABC):
                 continue
         return found
 
+    def default_sampling(self) -> Sampling:
+        """The sampling of ``first_candidate`` and of a search's generator."""
+        return Sampling()
+
     def first_candidate(self, source: str, pool: JudgePool) -> tuple[str, dict]:
         """The candidate pass@1 counts, the first answer's, and the notes for its benchmark row;
         raises (``AnswerParseError`` with the reason) when that answer holds none."""
-        return parse_answer(self.generate([source], 1, Sampling())[0][0]), {}
+        return parse_answer(self.generate([source], 1, self.default_sampling())[0][0]), {}
 
     def search_generator(self, samples: int = 1, sampling: Sampling | None = None):
         """This policy as a search's candidate generator (fragment source -> candidate
         sources), from ``samples`` answers per fragment. A model's answers are parsed here,
         never run."""
-        sampling = sampling or Sampling()
+        sampling = sampling or self.default_sampling()
         return lambda source: self.candidates(source, samples, sampling)
 
 
@@ -294,7 +298,8 @@ def sample_token_ids(
 class HFPolicy(Policy):
     """A local Hugging Face causal LM (checkpoint directory) sampled with transformers."""
 
-    def __init__(self, model_dir: str, device: str = "cpu", batch_size: int = 4) -> None:
+    def __init__(self, model_dir: str, device: str = "cpu", batch_size: int = 4,
+                 sampling: Sampling | None = None) -> None:
         import torch
         from transformers import AutoModelForCausalLM, AutoTokenizer
 
@@ -304,10 +309,14 @@ class HFPolicy(Policy):
         dtype = torch.bfloat16 if device.startswith("cuda") else torch.float32
         self.model = AutoModelForCausalLM.from_pretrained(model_dir, dtype=dtype).to(device)
         self.batch_size = batch_size
+        self.sampling = sampling or Sampling()
         # One model and one tokenizer serve every thread of a bench: one call at a time (a fast
         # tokenizer used by two threads at once raises "Already borrowed", huggingface/tokenizers
         # issue 537; sampling is serialised by TORCH_STATE_LOCK anyway).
         self._lock = threading.Lock()
+
+    def default_sampling(self) -> Sampling:
+        return self.sampling
 
     def generate(self, sources: Sequence[str], n: int, sampling: Sampling) -> list[list[str]]:
         with self._lock:
@@ -394,9 +403,9 @@ def parse_policy_spec(spec: str) -> tuple[str, tuple[str, ...]]:
 
 
 def load_policy(spec: str, device: str = "cpu", mode: str = "strict",
-                precision: str = "fp32") -> Policy:
+                precision: str = "fp32", sampling: Sampling | None = None) -> Policy:
     """The policy a spec names (see ``parse_policy_spec``), on ``device``; ``mode`` and
-    ``precision`` (the judge's) apply to the compiler."""
+    ``precision`` (the judge's) apply to the compiler, ``sampling`` to a local model."""
     kind, args = parse_policy_spec(spec)
     if kind == "compiler":
         from drtriton.compiler.tune import default_tuning_cache
@@ -404,5 +413,5 @@ def load_policy(spec: str, device: str = "cpu", mode: str = "strict",
         return CompilerPolicy(device=device_kind(device), mode=mode, precision=precision,
                               tuning_cache=str(default_tuning_cache()))
     if kind == "hf":
-        return HFPolicy(args[0], device=device)
+        return HFPolicy(args[0], device=device, sampling=sampling)
     return OpenAIPolicy(*args)

@@ -40,6 +40,11 @@ class BenchConfig:
     max_fragment_ops: int = 4
     search_wall_s: float = 600.0  # per problem (SearchConfig.wall_time_s)
     candidates_per_fragment: int = 4
+    # a local model's sampling (hf: policies)
+    temperature: float = 0.6
+    max_new_tokens: int = 2048
+    # search also over the compiler's own candidates; off to measure what a policy finds alone
+    search_with_compiler: bool = True
     # SQLite verdict cache of the search; None: OUT.search.sqlite beside the report, so a run cut
     # short mid-search resumes without judging its fragments again
     search_cache: str | None = None

@@ -95,9 +95,10 @@ def run_filters(record, device: str) -> str | None:
 
 def _policy(config: BenchConfig, device: str, precision: str) -> Policy:
     """The policy ``config`` names; the compiler in the judge's mode and ``precision``."""
-    from drtriton.policy import load_policy
+    from drtriton.policy import Sampling, load_policy
 
-    return load_policy(config.policy, device, config.mode, precision)
+    sampling = Sampling(temperature=config.temperature, max_new_tokens=config.max_new_tokens)
+    return load_policy(config.policy, device, config.mode, precision, sampling)
 
 
 def solve_problem(
@@ -163,6 +164,8 @@ def _search_row(problem: Problem, config: BenchConfig, pool, fragment_pool, poli
     # the compiler's variants are always searched; the compiler as the policy adds nothing
     # (compiling every fragment twice for the same candidates)
     policies = [compiler] if policy == compiler else [compiler, policy]
+    if not config.search_with_compiler and policy != compiler:
+        policies = [policy]
     generators = [p.search_generator(config.samples) for p in policies]
     try:
         report = search(

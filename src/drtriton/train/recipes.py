@@ -1,4 +1,5 @@
-"""The bodies of the training commands (``drtriton tokenizer | init-model | pairs | sft | rl``).
+"""The bodies of the training commands (``drtriton tokenizer | init-model | pairs | sft | rl |
+learn``).
 
 ``cli.py`` declares the options and calls these; each returns its result line (the CLI prints
 it on stdout) or raises ``UsageError`` with one line for the user (the CLI prints it and exits
@@ -146,3 +147,23 @@ def rl_command(config, console: Console) -> str:
 
 def _fmt(x: float | None) -> str:
     return "nan" if x is None or not math.isfinite(x) else f"{x:.4g}"
+
+
+def learn_command(plan_path: Path, console: Console) -> str:
+    from drtriton.train.experiment import STAGES, load_experiment, run_experiment
+
+    _need_file(plan_path, "plan file")
+    try:
+        plan = load_experiment(plan_path)
+    except ValueError as exc:
+        raise UsageError(str(exc)) from None
+    summary = run_experiment(plan, lambda line: console.print(line))
+    lines = []
+    for level, stages in summary["levels"].items():
+        shown = ", ".join(f"{s} {_fmt_rate(stages[s]['accuracy'])}" for s in STAGES)
+        lines.append(f"L{level}: {shown}")
+    return f"summary in {plan.results}/summary.json; accuracy " + "; ".join(lines)
+
+
+def _fmt_rate(x: float | None) -> str:
+    return "-" if x is None else f"{x:.2f}"

@@ -1,0 +1,276 @@
+"""The learning experiment as one plan: a policy trained from scratch, then measured per stage.
+
+``run_experiment(plan)`` runs, in its run directory, each stage not done yet (so a run cut at a
+GPU call's time limit resumes where it stopped; RL resumes from its checkpoint):
+
+1. ``programs``: training programs (training seed; never the held-out seed) and the held-out
+   evaluation programs (``HELD_OUT_SEED``), synthesized or copied from the plan's files;
+2. ``tokenizer`` on the training programs; ``untrained``: a random model of the preset;
+3. ``pairs`` with the compiler as teacher (``variants`` per program, every one verified);
+4. ``sft`` from the untrained model; ``drpo`` and ``grpo`` from the same SFT checkpoint with the
+   same budget;
+5. ``eval_<stage>`` for ``untrained``, ``sft``, ``drpo``, ``grpo``, and ``drpo_search`` (the
+   DRPO policy as the search's only candidate generator), each a benchmark of the held-out
+   programs;
+6. ``summary.json``: per level, per stage, ``accuracy``, ``mean_speedup_correct`` (over correct
+   answers, against eager; null where nothing is timed, as on a CPU) and ``n``, with the RL steps'
+   measured costs and the machine.
+
+    drtriton learn --plan benchmarks/plans/learning.toml
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import time
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, fields
+from pathlib import Path
+
+import tomllib
+
+STAGES = ("untrained", "sft", "drpo", "grpo", "drpo_search")
+
+
+@dataclass(frozen=True)
+class ExperimentPlan:
+    """One learning experiment (a TOML file of the same fields; paths relative to the repo)."""
+
+    name: str
+    out: str  # run directory (models, pairs, evaluations)
+    results: str  # where summary.json and the curves go (benchmarks/results/learning/...)
+    device: str = "auto"
+    scale: str = "small"  # synthetic program sizes
+    train_levels: tuple[int, ...] = (1, 2)
+    train_programs_per_level: int = 200
+    train_seed: int = 1
+    train_programs: str = ""  # a JSONL to use instead of synthesizing (GPU machines lack OR-Tools)
+    eval_levels: tuple[int, ...] = (1, 2, 5)
+    eval_programs_per_level: int = 100
+    eval_programs: str = ""  # held-out JSONL to use instead of synthesizing
+    vocab_size: int = 8192
+    preset: str = "scratch"
+    seed: int = 0
+    variants: int = 4
+    sft_steps: int = 200
+    sft_batch_size: int = 8
+    sft_lr: float = 1e-3
+    sft_max_length: int = 4096
+    rl_steps: int = 20
+    rl_programs_per_step: int = 8
+    rl_n: int = 8
+    rl_lr: float = 1e-5
+    rl_levels: tuple[int, ...] = (1, 2)
+    max_new_tokens: int = 2048
+    temperature: float = 0.6
+    search_wall_s: float = 120.0
+    judge_workers: int | None = None
+    unsafe_no_sandbox: bool = False
+
+    def validate(self) -> None:
+        from drtriton.bench import HELD_OUT_SEED
+        from drtriton.train.model import PRESETS
+
+        if self.train_seed == HELD_OUT_SEED:
+            raise ValueError(f"train_seed {HELD_OUT_SEED} is the held-out benchmark seed")
+        if self.preset not in PRESETS:
+            raise ValueError(f"unknown preset {self.preset!r}; choose from {', '.join(PRESETS)}")
+        counts = (self.train_programs_per_level, self.eval_programs_per_level, self.variants,
+                  self.sft_steps, self.rl_steps, self.rl_programs_per_step)
+        if min(counts) < 1 or self.rl_n < 2:
+            raise ValueError("counts and steps must be at least 1, rl_n at least 2")
+
+
+def load_experiment(path: str | Path) -> ExperimentPlan:
+    """An ``ExperimentPlan`` from TOML; unknown keys and bad values are one-line errors."""
+    try:
+        data = tomllib.loads(Path(path).read_text())
+    except tomllib.TOMLDecodeError as exc:
+        raise ValueError(f"{path}: not TOML ({exc})") from None
+    known = {f.name for f in fields(ExperimentPlan)}
+    unknown = sorted(set(data) - known)
+    if unknown:
+        raise ValueError(f"{path}: unknown keys {', '.join(unknown)}")
+    for key in ("train_levels", "eval_levels", "rl_levels"):
+        if key in data:
+            data[key] = tuple(data[key])
+    try:
+        plan = ExperimentPlan(**data)
+    except TypeError as exc:
+        raise ValueError(f"{path}: {exc}") from None
+    plan.validate()
+    return plan
+
+
+# ----------------------------------------------------------------------------- stages
+def run_experiment(plan: ExperimentPlan, say: Callable[[str], None] = print) -> dict:
+    """Run every stage not done yet; returns the summary (also written to ``plan.results``)."""
+    out = Path(plan.out)
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "plan.json").write_text(json.dumps(asdict(plan), indent=1))
+    steps = [("programs", _programs), ("tokenizer", _tokenizer), ("untrained", _untrained),
+             ("pairs", _pairs), ("sft", _sft), ("drpo", _rl("drpo")), ("grpo", _rl("grpo"))]
+    steps += [(f"eval_{stage}", _evaluate(stage)) for stage in STAGES]
+    costs = _read_json(out / "stage_costs.json") or {}
+    for name, step in steps:
+        if (out / f"{name}.done").exists():
+            continue
+        say(f"stage {name}")
+        started = time.perf_counter()
+        step(plan, out)
+        costs[name] = round(time.perf_counter() - started, 3)
+        (out / "stage_costs.json").write_text(json.dumps(costs, indent=1))
+        (out / f"{name}.done").write_text("")
+    summary = summarize(plan, out, costs)
+    results = Path(plan.results)
+    results.mkdir(parents=True, exist_ok=True)
+    (results / "summary.json").write_text(json.dumps(summary, indent=1))
+    return summary
+
+
+def _programs(plan: ExperimentPlan, out: Path) -> None:
+    from drtriton.bench import HELD_OUT_SEED
+
+    _program_file(plan.train_programs, out / "train_programs.jsonl", plan.train_levels,
+                  plan.train_programs_per_level, plan.train_seed, plan.scale)
+    _program_file(plan.eval_programs, out / "eval_programs.jsonl", plan.eval_levels,
+                  plan.eval_programs_per_level, HELD_OUT_SEED, plan.scale)
+
+
+def _program_file(given: str, path: Path, levels, num: int, seed: int, scale: str) -> None:
+    """The plan's file, else a sample drawn as the benchmark draws its own (spread over the
+    level-1 and level-2 sweeps)."""
+    if given:
+        shutil.copyfile(given, path)
+        return
+    from drtriton.bench import BenchConfig
+    from drtriton.bench.problems import synthetic_problems
+    from drtriton.synth.programs import write_jsonl
+
+    sample = BenchConfig(levels=tuple(levels), num=num, seed=seed, scale=scale)
+    write_jsonl([p.record for p in synthetic_problems(sample)], path)
+
+
+def _tokenizer(plan: ExperimentPlan, out: Path) -> None:
+    from drtriton.train.model import train_tokenizer
+
+    train_tokenizer(out / "tokenizer", plan.vocab_size, [out / "train_programs.jsonl"])
+
+
+def _untrained(plan: ExperimentPlan, out: Path) -> None:
+    from drtriton.train.model import init_model
+
+    init_model(out / "untrained", plan.preset, plan.seed, out / "tokenizer")
+
+
+def _pairs(plan: ExperimentPlan, out: Path) -> None:
+    from drtriton.train.pairs import PairsConfig, run_pairs
+
+    counts = run_pairs(PairsConfig(str(out / "train_programs.jsonl"), str(out / "pairs.jsonl"),
+                                   variants=plan.variants, device=plan.device,
+                                   judge_workers=plan.judge_workers,
+                                   unsafe_no_sandbox=plan.unsafe_no_sandbox))
+    (out / "pairs_counts.json").write_text(json.dumps(counts, indent=1))
+
+
+def _sft(plan: ExperimentPlan, out: Path) -> None:
+    from drtriton.train.sft import SFTRunConfig, run_sft
+
+    run_sft(SFTRunConfig(str(out / "untrained"), str(out / "pairs.jsonl"), str(out / "sft"),
+                         max_steps=plan.sft_steps, batch_size=plan.sft_batch_size,
+                         lr=plan.sft_lr, max_length=plan.sft_max_length, seed=plan.seed))
+
+
+def _rl(objective: str) -> Callable[[ExperimentPlan, Path], None]:
+    def stage(plan: ExperimentPlan, out: Path) -> None:
+        from drtriton.train.rl import RLConfig, has_checkpoint, run_rl
+
+        folder = out / objective
+        run_rl(RLConfig(str(out / "sft"), str(out / "train_programs.jsonl"), str(folder),
+                        max_steps=plan.rl_steps, programs_per_step=plan.rl_programs_per_step,
+                        n=plan.rl_n, objective=objective, lr=plan.rl_lr,
+                        levels=plan.rl_levels, max_new_tokens=plan.max_new_tokens,
+                        temperature=plan.temperature, device=plan.device,
+                        mini_batches=min(2, plan.rl_programs_per_step),
+                        judge_workers=plan.judge_workers, seed=plan.seed,
+                        unsafe_no_sandbox=plan.unsafe_no_sandbox,
+                        resume=has_checkpoint(folder)))
+
+    return stage
+
+
+def _model_of(stage: str, out: Path) -> Path:
+    return {"untrained": out / "untrained", "sft": out / "sft",
+            "drpo": out / "drpo" / "checkpoint", "grpo": out / "grpo" / "checkpoint",
+            "drpo_search": out / "drpo" / "checkpoint"}[stage]
+
+
+def _evaluate(stage: str) -> Callable[[ExperimentPlan, Path], None]:
+    def step(plan: ExperimentPlan, out: Path) -> None:
+        from drtriton.bench import BenchConfig, run_bench
+
+        config = BenchConfig(levels=plan.eval_levels, num=plan.eval_programs_per_level,
+                             scale=plan.scale, programs=str(out / "eval_programs.jsonl"),
+                             policy=f"hf:{_model_of(stage, out)}", device=plan.device,
+                             search=stage.endswith("_search"), search_with_compiler=False,
+                             search_wall_s=plan.search_wall_s, temperature=plan.temperature,
+                             max_new_tokens=plan.max_new_tokens,
+                             unsafe_no_sandbox=plan.unsafe_no_sandbox)
+        (out / "eval").mkdir(exist_ok=True)
+        run_bench(config, out / "eval" / f"{stage}.json")
+
+    return step
+
+
+# ----------------------------------------------------------------------------- summary
+def summarize(plan: ExperimentPlan, out: Path, costs: dict) -> dict:
+    """Per level and stage: accuracy, mean speedup of correct answers, n; RL step costs."""
+    from drtriton.provenance import machine_record
+
+    levels: dict = {}
+    for stage in STAGES:
+        rows = _rows(out / "eval" / f"{stage}.json.rows.jsonl")
+        for level in plan.eval_levels:
+            mine = [r for r in rows if r.get("level") == level
+                    and r.get("status") != "invalid_reference"]
+            speedups = [r["speedup_eager"] for r in mine
+                        if r["status"] == "correct" and r.get("speedup_eager")]
+            levels.setdefault(str(level), {})[stage] = {
+                "accuracy": sum(r["status"] == "correct" for r in mine) / len(mine)
+                if mine else None,
+                "mean_speedup_correct": sum(speedups) / len(speedups) if speedups else None,
+                "n": len(mine),
+            }
+    return {"plan": plan.name, "levels": levels, "rl_step_costs_s": _rl_costs(out),
+            "stage_wall_s": costs, "pairs": _read_json(out / "pairs_counts.json"),
+            "environment": machine_record()}
+
+
+def _rl_costs(out: Path) -> dict:
+    found = {}
+    for objective in ("drpo", "grpo"):
+        rows = _rows(out / objective / "metrics.jsonl")
+        if rows:
+            found[objective] = {
+                key: round(sum(r.get(key, 0.0) for r in rows) / len(rows), 3)
+                for key in ("time_generate_s", "time_judge_s", "time_update_s", "time_step_s")
+            } | {"steps": len(rows),
+                 "correct_rate": [round(r["correct_rate"], 4) for r in rows]}
+    return found
+
+
+def _rows(path: Path) -> list[dict]:
+    if not path.exists():
+        return []
+    rows = []
+    for line in path.read_text().splitlines():
+        try:
+            rows.append(json.loads(line))
+        except json.JSONDecodeError:  # a line cut by a killed run
+            continue
+    return rows
+
+
+def _read_json(path: Path) -> dict | None:
+    return json.loads(path.read_text()) if path.exists() else None

@@ -1,0 +1,66 @@
+"""The learning experiment's plan at toy size: every stage runs offline on the CPU, resumes, and
+leaves a summary with finite metrics."""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+from pathlib import Path
+
+import pytest
+import tomllib
+
+os.environ.setdefault("TRITON_INTERPRET", "1")
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def _toy_plan(tmp_path: Path, **changes) -> Path:
+    data = tomllib.loads((REPO / "benchmarks/plans/learning_cpu.toml").read_text())
+    data |= {"out": str(tmp_path / "run"), "results": str(tmp_path / "results"), **changes}
+    lines = [f"{k} = {json.dumps(v)}" for k, v in data.items()]
+    path = tmp_path / "plan.toml"
+    path.write_text("\n".join(lines) + "\n")
+    return path
+
+
+def test_the_toy_plan_runs_every_stage_and_resumes(tmp_path, monkeypatch):
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    from typer.testing import CliRunner
+
+    from drtriton.cli import app
+    from drtriton.train.experiment import STAGES
+
+    plan = _toy_plan(tmp_path)
+    done = CliRunner().invoke(app, ["learn", "--plan", str(plan)])
+    assert done.exit_code == 0, done.output
+    summary = json.loads((tmp_path / "results" / "summary.json").read_text())
+    assert set(summary["levels"]) == {"1", "2"}
+    for stages in summary["levels"].values():
+        assert set(stages) == set(STAGES)
+        for metrics in stages.values():
+            assert metrics["n"] == 1 and 0.0 <= metrics["accuracy"] <= 1.0
+    costs = summary["rl_step_costs_s"]
+    assert set(costs) == {"drpo", "grpo"}
+    assert all(math.isfinite(v) for c in costs.values() for k, v in c.items()
+               if k.startswith("time_"))
+    assert summary["pairs"]["pairs"] >= 1 and summary["environment"]["git_commit"]
+    # a second run finds every stage done and only rewrites the summary
+    again = CliRunner().invoke(app, ["learn", "--plan", str(plan)])
+    assert again.exit_code == 0 and "stage " not in again.output
+
+
+@pytest.mark.parametrize("change, message", [
+    ({"train_seed": 1000003}, "held-out benchmark seed"),
+    ({"colour": "red"}, "unknown keys colour"),
+    ({"rl_n": 1}, "rl_n at least 2"),
+])
+def test_a_bad_plan_is_one_line(tmp_path, change, message):
+    from typer.testing import CliRunner
+
+    from drtriton.cli import app
+
+    plan = _toy_plan(tmp_path, **change)
+    done = CliRunner().invoke(app, ["learn", "--plan", str(plan)])
+    assert done.exit_code == 2 and message in done.output
