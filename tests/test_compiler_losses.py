@@ -163,3 +163,41 @@ def test_unsupported_forms_name_the_operator(forward, init, operator, reason):
         compile_program(_prog(forward, _TARGETS, init), CompilerConfig(device="cpu"))
     assert info.value.operator == operator
     assert reason in info.value.reason
+
+
+# ------------------------------------------------------------------ margin losses, as models use
+TRIPLET = HEAD + '''
+class Model(nn.Module):
+    """A metric-learning head: embeddings, then the triplet loss over (anchor, pos, neg)."""
+
+    def __init__(self, margin, swap):
+        super().__init__()
+        self.embed = nn.Linear(24, 16)
+        self.loss = nn.TripletMarginLoss(margin=margin, swap=swap)
+
+    def forward(self, anchor, positive, negative):
+        a, p, n = self.embed(anchor), self.embed(positive), self.embed(negative)
+        return self.loss(a, p, n), F.triplet_margin_loss(a, p, n, p=1, reduction="none")
+
+
+def get_inputs():
+    return [torch.randn(12, 24), torch.randn(12, 24), torch.randn(12, 24)]
+
+
+def get_init_inputs():
+    return [MARGIN, SWAP]
+'''
+
+
+@pytest.mark.parametrize("margin, swap", [(1.0, False), (0.3, True)])
+def test_triplet_margin_loss(margin, swap):
+    _strict(TRIPLET.replace("MARGIN", str(margin)).replace("SWAP", str(swap)))
+
+
+def test_hinge_embedding_loss_and_pairwise_distance():
+    _strict(_prog(
+        "d = F.pairwise_distance(x, x * 0.5, keepdim=True)\n"
+        "return F.hinge_embedding_loss(d.squeeze(-1) - 1, t, margin=0.7), "
+        "self.hinge(x, t[:, None].expand(-1, 8))",
+        "y = torch.randint(0, 2, (10,)).float() * 2 - 1\nreturn [torch.randn(10, 8), y]",
+        init="self.hinge = nn.HingeEmbeddingLoss(reduction='sum')"))

@@ -1,5 +1,5 @@
 """Lowerings of loss functions and gathers (cross entropy, NLL, KL divergence, regression losses,
-``torch.gather``).
+margin losses (triplet, hinge embedding) and pairwise distance, ``torch.gather``).
 
 A value picked by a tensor of indices (gather's ``index``, the target class of cross entropy
 and NLL) has no place in the IR, whose loads have static strides: ``take`` is its own kernel,
@@ -249,6 +249,66 @@ def _l1_loss(L: Lowering, input, target, size_average=None, reduce=None,
     return _reduce_loss(L, loss, _reduction_arg(size_average, reduce, reduction))
 
 
+# ------------------------------------------------------------------ margin losses
+
+
+def _clamp_min0(x: ir.Expr) -> ir.Expr:
+    return ir.op("maximum", x, ir.const(0.0))
+
+
+def pairwise_distance(L: Lowering, x1, x2, p: float, eps: float, keepdim: bool) -> ir.Expr:
+    """ATen's ``norm(x1 - x2 + eps, p, dim=-1)`` for p = 1 or 2 (the ones people train with)."""
+    d = ir.op("add", ir.op("sub", _f(dense(L, x1)), _f(dense(L, x2))), ir.const(float(eps)))
+    if p == 2:
+        return ir.op("sqrt", L.reduce("sum", ir.op("mul", d, d), -1, keepdim))
+    if p == 1:
+        return L.reduce("sum", ir.op("abs", d), -1, keepdim)
+    raise Unsupported(f"p={p} (p = 1 or 2 are lowered)")
+
+
+@fn(F.pairwise_distance)
+def _pairwise_distance(L: Lowering, x1, x2, p: float = 2.0, eps: float = 1e-6,
+                       keepdim: bool = False) -> ir.Expr:
+    return pairwise_distance(L, x1, x2, p, eps, keepdim)
+
+
+def triplet_margin(L: Lowering, anchor, positive, negative, margin: float, p: float, eps: float,
+                   swap: bool, reduction: str) -> ir.Expr:
+    """``max(d(a, p) - d(a, n) + margin, 0)``; with ``swap`` the negative's distance is the
+    smaller of d(a, n) and d(p, n)."""
+    d_pos = pairwise_distance(L, anchor, positive, p, eps, False)
+    d_neg = pairwise_distance(L, anchor, negative, p, eps, False)
+    if swap:
+        d_neg = ir.op("minimum", d_neg, pairwise_distance(L, positive, negative, p, eps, False))
+    loss = _clamp_min0(ir.op("add", ir.op("sub", d_pos, d_neg), ir.const(float(margin))))
+    return _reduce_loss(L, loss, reduction)
+
+
+@fn(F.triplet_margin_loss)
+def _triplet_margin_loss(L: Lowering, anchor, positive, negative, margin: float = 1.0,
+                         p: float = 2, eps: float = 1e-6, swap: bool = False, size_average=None,
+                         reduce=None, reduction: str = "mean") -> ir.Expr:
+    return triplet_margin(L, anchor, positive, negative, margin, p, eps, swap,
+                          _reduction_arg(size_average, reduce, reduction))
+
+
+def hinge_embedding(L: Lowering, x, target, margin: float, reduction: str) -> ir.Expr:
+    """ATen's: ``x`` where the target is not -1, plus ``max(margin - x, 0)`` where it is not 1."""
+    x, y = _f(dense(L, x)), _f(dense(L, target))
+    zero = ir.const(0.0)
+    below = ir.op("where", ir.op("ne", y, ir.const(1.0)),
+                  _clamp_min0(ir.op("sub", ir.const(float(margin)), x)), zero)
+    kept = ir.op("where", ir.op("ne", y, ir.const(-1.0)), x, zero)
+    return _reduce_loss(L, ir.op("add", below, kept), reduction)
+
+
+@fn(F.hinge_embedding_loss)
+def _hinge_embedding_loss(L: Lowering, input, target, margin: float = 1.0, size_average=None,
+                          reduce=None, reduction: str = "mean") -> ir.Expr:
+    return hinge_embedding(L, input, target, margin,
+                           _reduction_arg(size_average, reduce, reduction))
+
+
 # ------------------------------------------------------------------ nn loss modules
 
 
@@ -288,3 +348,19 @@ def _m_mse(L: Lowering, m: nn.MSELoss, p, input, target) -> ir.Expr:
 @module(nn.L1Loss)
 def _m_l1(L: Lowering, m: nn.L1Loss, p, input, target) -> ir.Expr:
     return _l1_loss(L, input, target, reduction=m.reduction)
+
+
+@module(nn.TripletMarginLoss)
+def _m_triplet(L: Lowering, m: nn.TripletMarginLoss, p, anchor, positive, negative) -> ir.Expr:
+    return triplet_margin(L, anchor, positive, negative, m.margin, m.p, m.eps, m.swap,
+                          _reduction_arg(None, None, m.reduction))
+
+
+@module(nn.HingeEmbeddingLoss)
+def _m_hinge(L: Lowering, m: nn.HingeEmbeddingLoss, p, input, target) -> ir.Expr:
+    return hinge_embedding(L, input, target, m.margin, _reduction_arg(None, None, m.reduction))
+
+
+@module(nn.PairwiseDistance)
+def _m_pairwise(L: Lowering, m: nn.PairwiseDistance, p, x1, x2) -> ir.Expr:
+    return pairwise_distance(L, x1, x2, m.norm, m.eps, m.keepdim)
