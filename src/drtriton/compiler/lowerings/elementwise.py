@@ -391,6 +391,18 @@ def _half(L, x, *a):
     return ir.cast(L.t(x), torch.float16)
 
 
+_CAST_METHODS = {"long": torch.int64, "int": torch.int32, "bool": torch.bool,
+                 "double": torch.float64, "bfloat16": torch.bfloat16}
+
+
+def _cast_method(dtype: torch.dtype):
+    return lambda L, x, *a, **kw: ir.cast(L.t(x), dtype)
+
+
+for _name, _dtype in _CAST_METHODS.items():
+    method(_name)(_cast_method(_dtype))
+
+
 @method("to", "type")
 def _to(L, x, *args, **kw):
     dtype = kw.get("dtype")

@@ -437,3 +437,61 @@ def _masked_fill(L, x, mask, value):
     if value.shape:
         raise Unsupported("masked_fill with a non-scalar value")
     return ir.op("where", ir.cast(mask, torch.bool), ir.cast(value, x.dtype), x, dtype=x.dtype)
+
+
+# ------------------------------------------------------------------ padding
+PAD_MODES = ("constant", "reflect", "replicate", "circular")
+
+
+def _edge(x: ir.Expr, d: int, width: int, start: int, step: int) -> ir.Expr:
+    """``width`` elements along dim ``d`` of ``x`` read at ``start + step * i`` (the pad's
+    source: the edge repeated, mirrored or wrapped around)."""
+    shape = x.shape[:d] + (width,) + x.shape[d + 1:]
+    maps = tuple((k, start, step) if k == d else (k, 0, 1) for k in range(len(x.shape)))
+    return ir.view(x, shape, maps)
+
+
+def _pad_dim(x: ir.Expr, d: int, before: int, after: int, mode: str, value) -> ir.Expr:
+    n = x.shape[d]
+    if before < 0 or after < 0:  # negative padding crops
+        x = _edge(x, d, n + min(before, 0) + min(after, 0), -min(before, 0), 1)
+        before, after, n = max(before, 0), max(after, 0), x.shape[d]
+    if mode == "reflect" and max(before, after) >= n:
+        raise Unsupported(f"reflect padding {before, after} not below the size {n}")
+    if mode == "circular" and max(before, after) > n:
+        raise Unsupported(f"circular padding {before, after} above the size {n}")
+    sources = {("replicate", 0): (0, 0), ("replicate", 1): (n - 1, 0),
+               ("reflect", 0): (before, -1), ("reflect", 1): (n - 2, -1),
+               ("circular", 0): (n - before, 1), ("circular", 1): (0, 1)}
+
+    def block(width: int, side: int) -> ir.Expr:
+        if mode == "constant":
+            fill = 0 if value is None else value
+            shape = x.shape[:d] + (width,) + x.shape[d + 1:]
+            return ir.Const(shape, x.dtype, fill if ir.is_float(x.dtype) else int(fill))
+        return _edge(x, d, width, *sources[(mode, side)])
+
+    parts = [block(before, 0)] * bool(before) + [x] + [block(after, 1)] * bool(after)
+    if len(parts) == 1:
+        return x
+    offsets = [sum(p.shape[d] for p in parts[:k]) for k in range(len(parts))]
+    shape = x.shape[:d] + (sum(p.shape[d] for p in parts),) + x.shape[d + 1:]
+    return ir.Cat(shape, x.dtype, tuple(parts), d, tuple(offsets))
+
+
+def pad(L, x, widths, mode: str = "constant", value=None) -> ir.Expr:
+    """``F.pad``: ``widths`` pairs (before, after) from the last dim backwards, as PyTorch."""
+    x = L.t(x)
+    widths = [int(w) for w in _shape_args(tuple(widths))]
+    if mode not in PAD_MODES:
+        raise Unsupported(f"pad mode {mode!r}")
+    if len(widths) % 2 or len(widths) // 2 > len(x.shape):
+        raise Unsupported(f"pad widths {widths} for a rank-{len(x.shape)} tensor")
+    for k in range(len(widths) // 2):
+        x = _pad_dim(x, len(x.shape) - 1 - k, widths[2 * k], widths[2 * k + 1], mode, value)
+    return x
+
+
+@fn(F.pad)
+def _pad(L, input, pad_widths, mode="constant", value=None):
+    return pad(L, input, pad_widths, mode, value)
