@@ -1,6 +1,6 @@
 """Padding as models write it: ``F.pad`` in each mode (constant, reflect, replicate, circular),
-negative widths, several dims, and the ``nn`` pad modules around a convolution, compiled strict
-and compared with PyTorch in the Triton interpreter."""
+negative widths, several dims, the ``nn`` pad modules around a convolution, and ``F.unfold``,
+compiled strict and compared with PyTorch in the Triton interpreter."""
 
 from __future__ import annotations
 
@@ -9,6 +9,7 @@ import os
 os.environ.setdefault("TRITON_INTERPRET", "1")
 
 import pytest  # noqa: E402
+
 from compiler_cases.harness import check, program  # noqa: E402
 
 
@@ -38,3 +39,13 @@ def test_pad_modules_before_a_convolution(layer):
 
 def test_pad_of_an_integer_tensor_keeps_its_dtype():
     check(program("return F.pad(a.long(), (1, 1), value=3)", [(3, 4)]))
+
+
+@pytest.mark.parametrize("call, shape", [
+    ("F.unfold(a, 3)", (2, 3, 6, 5)),
+    ("F.unfold(a, (2, 3), dilation=(2, 1), padding=1, stride=(1, 2))", (2, 4, 7, 8)),
+    ("F.unfold(a, 2, stride=2)", (3, 6, 6)),
+])
+def test_unfold_as_patch_extraction(call, shape):
+    """im2col as models write it: patches as columns, then a matmul over them."""
+    check(program(f"cols = {call}\nreturn cols, cols.sum(1)", [shape]))

@@ -495,3 +495,31 @@ def pad(L, x, widths, mode: str = "constant", value=None) -> ir.Expr:
 @fn(F.pad)
 def _pad(L, input, pad_widths, mode="constant", value=None):
     return pad(L, input, pad_widths, mode, value)
+
+
+# ------------------------------------------------------------------ unfold (im2col)
+def _two(v) -> tuple[int, int]:
+    return (int(v), int(v)) if isinstance(v, int) else (int(v[0]), int(v[1]))
+
+
+@fn(F.unfold)
+def _unfold(L, input, kernel_size, dilation=1, padding=0, stride=1):
+    """``F.unfold``: each of the kernel's ``kh * kw`` taps is a strided view of the (padded)
+    input, and the taps are concatenated and flattened as PyTorch orders them
+    (channel-major, then tap, then output position)."""
+    x = L.t(input)
+    if len(x.shape) not in (3, 4):
+        raise Unsupported(f"unfold of a rank-{len(x.shape)} input (3 or 4 dims are lowered)")
+    batched = len(x.shape) == 4
+    x = x if batched else ir.reshape(x, (1, *x.shape))
+    (kh, kw), (dh, dw), (ph, pw), (sh, sw) = map(_two, (kernel_size, dilation, padding, stride))
+    if ph or pw:
+        x = pad(L, x, (pw, pw, ph, ph))
+    n, c, h, w = x.shape
+    oh, ow = (h - dh * (kh - 1) - 1) // sh + 1, (w - dw * (kw - 1) - 1) // sw + 1
+    if oh < 1 or ow < 1:
+        raise Unsupported("unfold with a kernel larger than the padded input")
+    taps = [ir.view(x, (n, c, 1, oh, ow), ((0, 0, 1), (1, 0, 1), (3, i * dh, sh), (4, j * dw, sw)))
+            for i in range(kh) for j in range(kw)]
+    out = ir.reshape(_cat(L, taps, 2), (n, c * kh * kw, oh * ow))
+    return out if batched else ir.reshape(out, out.shape[1:])
