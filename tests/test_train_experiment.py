@@ -64,3 +64,15 @@ def test_a_bad_plan_is_one_line(tmp_path, change, message):
     plan = _toy_plan(tmp_path, **change)
     done = CliRunner().invoke(app, ["learn", "--plan", str(plan)])
     assert done.exit_code == 2 and message in done.output
+
+
+def test_training_programs_never_include_a_held_out_program(tmp_path):
+    from drtriton.train.experiment import decontaminate
+
+    train, held = tmp_path / "train.jsonl", tmp_path / "held.jsonl"
+    train.write_text("".join(json.dumps({"id": i, "source": i}) + "\n"
+                             for i in ["a", "b", "a", "c", "d"]))
+    held.write_text(json.dumps({"id": "c", "source": "c"}) + "\n")
+    counts = decontaminate(train, held)
+    assert [json.loads(x)["id"] for x in train.read_text().splitlines()] == ["a", "b", "d"]
+    assert counts == {"train": 3, "held_out": 1, "dropped": {"held_out": 1, "repeated": 1}}

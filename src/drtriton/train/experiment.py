@@ -132,10 +132,31 @@ def run_experiment(plan: ExperimentPlan, say: Callable[[str], None] = print) -> 
 def _programs(plan: ExperimentPlan, out: Path) -> None:
     from drtriton.bench import HELD_OUT_SEED
 
-    _program_file(plan.train_programs, out / "train_programs.jsonl", plan.train_levels,
-                  plan.train_programs_per_level, plan.train_seed, plan.scale)
-    _program_file(plan.eval_programs, out / "eval_programs.jsonl", plan.eval_levels,
-                  plan.eval_programs_per_level, HELD_OUT_SEED, plan.scale)
+    train, held_out = out / "train_programs.jsonl", out / "eval_programs.jsonl"
+    _program_file(plan.train_programs, train, plan.train_levels, plan.train_programs_per_level,
+                  plan.train_seed, plan.scale)
+    _program_file(plan.eval_programs, held_out, plan.eval_levels, plan.eval_programs_per_level,
+                  HELD_OUT_SEED, plan.scale)
+    counts = decontaminate(train, held_out)
+    (out / "programs_counts.json").write_text(json.dumps(counts, indent=1))
+
+
+def decontaminate(train: Path, held_out: Path) -> dict:
+    """Drop from ``train`` every program whose id (its source's hash) is a held-out program's,
+    and repeats: a small level has few distinct programs, so seeds collide."""
+    held = {json.loads(line)["id"] for line in held_out.read_text().splitlines() if line.strip()}
+    kept, seen, dropped = [], set(), {"held_out": 0, "repeated": 0}
+    for line in train.read_text().splitlines():
+        if not line.strip():
+            continue
+        record_id = json.loads(line)["id"]
+        if record_id in held or record_id in seen:
+            dropped["held_out" if record_id in held else "repeated"] += 1
+            continue
+        seen.add(record_id)
+        kept.append(line)
+    train.write_text("".join(line + "\n" for line in kept))
+    return {"train": len(kept), "held_out": len(held), "dropped": dropped}
 
 
 def _program_file(given: str, path: Path, levels, num: int, seed: int, scale: str) -> None:
@@ -244,6 +265,7 @@ def summarize(plan: ExperimentPlan, out: Path, costs: dict) -> dict:
             }
     return {"plan": plan.name, "levels": levels, "rl_step_costs_s": _rl_costs(out),
             "stage_wall_s": costs, "pairs": _read_json(out / "pairs_counts.json"),
+            "programs": _read_json(out / "programs_counts.json"),
             "environment": machine_record()}
 
 
