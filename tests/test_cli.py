@@ -47,3 +47,20 @@ def test_synth_unknown_scale():
 def test_ops_lists_61():
     result = runner.invoke(app, ["ops"])
     assert result.exit_code == 0 and "61 operators" in result.output
+
+
+def test_commands_module_converts_when_run_as_a_script(tmp_path):
+    """Regression: a helper defined below the ``__main__`` guard made ``python -m
+    drtriton.commands PROGRAM OUT`` fail with a NameError before converting anything."""
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    example = Path(__file__).resolve().parents[1] / "examples" / "mlp_gelu.py"
+    out = tmp_path / "out.py"
+    env = {**os.environ, "TRITON_INTERPRET": "1"}
+    done = subprocess.run([sys.executable, "-m", "drtriton.commands", str(example), str(out)],
+                          env=env, capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert "class ModelNew" in out.read_text()

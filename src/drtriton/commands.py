@@ -143,10 +143,6 @@ def _report(verdict, echo) -> int:
     return 0 if verdict.ok else 1
 
 
-if __name__ == "__main__":  # python -m drtriton.commands PROGRAM.py [OUT.py]
-    sys.exit(convert(sys.argv[1], sys.argv[2] if len(sys.argv) > 2 else None))
-
-
 def _tunings(device: str):
     """The user's convert-time measurements on a GPU (``compiler.tune.TuningCache``)."""
     if device != "cuda":
@@ -154,3 +150,7 @@ def _tunings(device: str):
     from drtriton.compiler.tune import TuningCache, default_tuning_cache
 
     return TuningCache(default_tuning_cache())
+
+
+if __name__ == "__main__":  # python -m drtriton.commands PROGRAM.py [OUT.py]
+    sys.exit(convert(sys.argv[1], sys.argv[2] if len(sys.argv) > 2 else None))
