@@ -33,7 +33,7 @@ Shared helpers
 - ``program``    loading and running KernelBench-format programs (``Model``, ``get_inputs``, ...)
 - ``devices``    device names resolved one way (``auto``, ``cpu``, ``cuda``, ``cuda:N``)
 - ``stats``      summary statistics shared by benchmark and training reports
-- ``scratch``    scratch directories that a killed run does not leave behind
+- ``scratch``    scratch directories that a killed run does not leave behind; the cache folder
 - ``provenance`` where and with what something ran: machine, library and commit records
 """
 

@@ -5,6 +5,9 @@
 directories of the same prefix whose owner is dead. A directory is only ever removed when its
 owner file names a process that no longer exists (a reused pid has another start time), so a
 live run's directory, or one too new to have its owner file yet, is never touched.
+
+``cache_path(name, env)`` is where files that outlive runs go: ``$env`` when set, else
+``$XDG_CACHE_HOME/drtriton/name`` (``~/.cache/drtriton/name``).
 """
 
 from __future__ import annotations
@@ -17,6 +20,15 @@ from collections.abc import Iterator
 from pathlib import Path
 
 OWNER_FILE = "owner"
+
+
+def cache_path(name: str, env: str | None = None) -> Path:
+    """``$env`` when it is set, else ``name`` in drtriton's folder of the user's cache."""
+    chosen = os.environ.get(env) if env else None
+    if chosen:
+        return Path(chosen)
+    root = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
+    return root / "drtriton" / name
 
 
 def claim_scratch(root: str | os.PathLike | None, prefix: str) -> str:

@@ -11,14 +11,21 @@ it in one of the judge's sandboxed children (``convert.compile_in_child``).
 
 from __future__ import annotations
 
+import functools
+import hashlib
 import importlib.util
+import json
+import sqlite3
 import tempfile
+import time
 from dataclasses import dataclass
 from pathlib import Path
 
 import torch
 
+from drtriton import provenance
 from drtriton.program import TORCH_STATE_LOCK, as_output_tuple, load_program, make_inputs
+from drtriton.scratch import cache_path
 
 TUNING_SEED = 0  # inputs to tune on: their values do not change which config is fastest
 
@@ -98,31 +105,22 @@ TUNING_CACHE_ENV = "DRTRITON_TUNING_CACHE"
 
 def default_tuning_cache() -> Path:
     """``$DRTRITON_TUNING_CACHE``, else ``$XDG_CACHE_HOME/drtriton/tuning.sqlite``."""
-    import os
-
-    chosen = os.environ.get(TUNING_CACHE_ENV)
-    if chosen:
-        return Path(chosen)
-    root = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
-    return root / "drtriton" / "tuning.sqlite"
+    return cache_path("tuning.sqlite", TUNING_CACHE_ENV)
 
 
 def measurement_key(kind: str, *candidates: str) -> str:
     """The key of one measurement within a program's entry: what was measured and the exact
     candidate texts it was measured on (a changed kernel is a new measurement)."""
-    import hashlib
-
     digests = [hashlib.sha256(c.encode()).hexdigest()[:32] for c in candidates]
     return ":".join([kind, *digests])
 
 
+@functools.cache  # once per process: the driver is read with nvidia-smi
 def tuning_environment(device: str = "cuda") -> dict:
-    """What a measurement depends on besides the program: the GPU and the library versions."""
-    import triton
-
-    name = torch.cuda.get_device_name(device) if torch.cuda.is_available() else "cpu"
-    return {"device_name": name, "torch": torch.__version__, "triton": triton.__version__,
-            "cuda": torch.version.cuda}
+    """What a measurement depends on besides the program: the GPU (name, driver, CUDA) and the
+    library versions, as the judge's baseline cache keys them."""
+    gpu = provenance.gpu_record(device if torch.cuda.is_available() else "cpu")
+    return {**gpu, **provenance.library_versions(("torch", "triton"))}
 
 
 class TuningCache:
@@ -142,31 +140,21 @@ class TuningCache:
             db.execute("CREATE TABLE IF NOT EXISTS measurements (program TEXT, item TEXT, "
                        "measured TEXT, value TEXT, PRIMARY KEY (program, item))")
 
-    def _connect(self):
-        import sqlite3
-
+    def _connect(self) -> sqlite3.Connection:
         return sqlite3.connect(self.path, timeout=30)
 
     @staticmethod
     def program_key(source: str, mode: str, precision: str, environment: dict) -> str:
-        import hashlib
-        import json
-
         parts = {"source": source, "mode": mode, "precision": precision, **environment}
         return hashlib.sha256(json.dumps(parts, sort_keys=True).encode()).hexdigest()
 
     def load(self, program: str) -> dict[str, dict]:
-        import json
-
         with self._connect() as db:
             rows = db.execute("SELECT item, value FROM measurements WHERE program = ?",
                               (program,)).fetchall()
         return {item: json.loads(value) for item, value in rows}
 
     def store(self, program: str, measurements: dict[str, dict]) -> None:
-        import json
-        import time
-
         measured = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
         with self._connect() as db:
             db.executemany("INSERT OR REPLACE INTO measurements VALUES (?, ?, ?, ?)",

@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 import sqlite3
 import threading
 import time
@@ -23,6 +22,8 @@ from collections import OrderedDict
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
+
+from drtriton.scratch import cache_path
 
 BASELINE_CACHE_ENV = "DRTRITON_BASELINE_CACHE"
 
@@ -33,11 +34,7 @@ def source_key(source: str) -> str:
 
 def default_baseline_cache() -> Path:
     """``$DRTRITON_BASELINE_CACHE``, else ``$XDG_CACHE_HOME/drtriton/baselines.sqlite``."""
-    chosen = os.environ.get(BASELINE_CACHE_ENV)
-    if chosen:
-        return Path(chosen)
-    root = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
-    return root / "drtriton" / "baselines.sqlite"
+    return cache_path("baselines.sqlite", BASELINE_CACHE_ENV)
 
 
 class ReferenceCache:

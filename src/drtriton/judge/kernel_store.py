@@ -43,6 +43,7 @@ import time
 from pathlib import Path
 
 from drtriton.program import parse_python
+from drtriton.scratch import cache_path
 
 STORE_FORMAT = 1
 REQUESTS_FILE = "kernel_requests.jsonl"  # in a candidate's job directory, written by its child
@@ -386,8 +387,7 @@ def _rebuild(position: int, functions: list, built: dict, sources: Path):
 # ---- in the judge --------------------------------------------------------------------------
 def default_kernel_store() -> str:
     """``$XDG_CACHE_HOME/drtriton/kernels`` (else ``~/.cache/drtriton/kernels``)."""
-    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
-    return os.path.join(base, "drtriton", "kernels")
+    return str(cache_path("kernels"))
 
 
 class KernelStore:
