@@ -143,6 +143,11 @@ class CompilerPolicy(Policy):
             candidate = compile_program(source, config)
         except UnsupportedOperatorError as exc:
             return f"The built-in compiler cannot convert this program: {exc}"
+        return self.as_answer(candidate)
+
+    @staticmethod
+    def as_answer(candidate: str) -> str:
+        """A translation of the compiler as the assistant's answer (what SFT trains on)."""
         return format_answer(candidate, "Translation by drtriton's built-in compiler.")
 
     def generate(self, sources: Sequence[str], n: int, sampling: Sampling) -> list[list[str]]:
@@ -153,7 +158,7 @@ class CompilerPolicy(Policy):
         (teacher data whose answers rank by speed): the default; on a GPU every autotuned
         kernel fixed to its k-th config (tile sizes, warps, stages); then fusion cut short
         (at most 8, then 1 node per kernel). A program it cannot lower has none."""
-        from drtriton.compiler import CompilerConfig, Tuning, compile_program, kernel_body
+        from drtriton.compiler import CompilerConfig, Tuning
         from drtriton.compiler.capture import capture
         from drtriton.compiler.lower import Lowering
 
@@ -168,18 +173,7 @@ class CompilerPolicy(Policy):
                                                 for n, size in spaces.items())))
             for k in range(max(spaces.values(), default=0))]
         plans += [(dataclasses.replace(base, max_fused_nodes=m), None) for m in (8, 1)]
-        found, bodies = [], set()
-        for config, tuning in plans:
-            if len(found) == count:
-                break
-            try:
-                candidate = compile_program(source, config, tuning)
-            except Exception:  # noqa: BLE001 - a variant it cannot build is skipped
-                continue
-            if kernel_body(candidate) not in bodies:
-                bodies.add(kernel_body(candidate))
-                found.append(candidate)
-        return found
+        return _distinct_compiles(source, plans, count)
 
     def candidates(self, source: str, n: int = 1, sampling: Sampling | None = None) -> list[str]:
         """Its strict translation, and under a hybrid judge also its hybrid one (vendor
@@ -187,20 +181,7 @@ class CompilerPolicy(Policy):
         and tile kernels that re-read it (``max_window_recompute=inf``), which differs only
         where the default materialises such an input. Variants with the same kernels count
         once; ``n`` and ``sampling`` do not apply (it is deterministic)."""
-        from drtriton.compiler import compile_program, kernel_body
-
-        found, bodies = [], set()
-        for config in self._search_configs():
-            try:
-                candidate = compile_program(source, config)
-            except Exception:  # an operator it cannot lower (or a trace failure): no candidate
-                continue
-            # a hybrid translation with no vendor call is the strict one but for its
-            # docstring's mode: judging it again would double the search's cost
-            if kernel_body(candidate) not in bodies:
-                bodies.add(kernel_body(candidate))
-                found.append(candidate)
-        return found
+        return _distinct_compiles(source, [(c, None) for c in self._search_configs()])
 
     def search_generator(self, samples: int = 1, sampling: Sampling | None = None):
         """Its candidates compiled in a sandbox of the search's judge pool: compiling traces
@@ -234,6 +215,27 @@ class CompilerPolicy(Policy):
             "tuned_kernels": len(tuned), "tuning_error": result.get("tuning_error", ""),
             "hybrid_choice": result.get("hybrid_choice", {}).get("chose", ""),
             "tuning_cached": bool(result.get("tuning_cached"))}
+
+
+def _distinct_compiles(source: str, plans: list, count: int | None = None) -> list[str]:
+    """The compiler's translations of ``source`` under each (config, tuning) plan, in order, up
+    to ``count``, each kept once by its kernels: a hybrid translation with no vendor call is the
+    strict one but for its docstring's mode, and judging it again would double the cost. A plan
+    it cannot compile (an operator it cannot lower, a trace failure) gives nothing."""
+    from drtriton.compiler import compile_program, kernel_body
+
+    found, bodies = [], set()
+    for config, tuning in plans:
+        if count is not None and len(found) == count:
+            break
+        try:
+            candidate = compile_program(source, config, tuning)
+        except Exception:  # noqa: BLE001 - no candidate from this plan
+            continue
+        if kernel_body(candidate) not in bodies:
+            bodies.add(kernel_body(candidate))
+            found.append(candidate)
+    return found
 
 
 # ----------------------------------------------------------------------------- local HF model

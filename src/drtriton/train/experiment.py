@@ -283,15 +283,9 @@ def _rl_costs(out: Path) -> dict:
 
 
 def _rows(path: Path) -> list[dict]:
-    if not path.exists():
-        return []
-    rows = []
-    for line in path.read_text().splitlines():
-        try:
-            rows.append(json.loads(line))
-        except json.JSONDecodeError:  # a line cut by a killed run
-            continue
-    return rows
+    from drtriton.bench.rows import load_rows
+
+    return load_rows(path)[0]  # a row cut short by a killed run is left out
 
 
 def _read_json(path: Path) -> dict | None:

@@ -58,21 +58,13 @@ CORPUS_FIELDS = ("source", "answer", "candidate")
 def corpus(files: list[str | Path] = ()) -> list[str]:
     """Tokenizer training text, all local: the package's own sources and the prompt, and the
     ``CORPUS_FIELDS`` strings of every record of the given JSONL files."""
-    import json
+    from drtriton.train.pairs import read_records
 
     root = Path(drtriton.__file__).parent
     texts = [p.read_text() for p in sorted(root.rglob("*.py"))] + [SYSTEM_PROMPT, TASK_TEMPLATE]
     for path in files:
-        with Path(path).open() as f:
-            for number, line in enumerate(f, 1):
-                if not line.strip():
-                    continue
-                try:
-                    record = json.loads(line)
-                except json.JSONDecodeError as exc:
-                    raise ValueError(f"{path}:{number}: not JSON ({exc.msg})") from None
-                if isinstance(record, dict):
-                    texts += [record[k] for k in CORPUS_FIELDS if isinstance(record.get(k), str)]
+        for record in read_records(path, (), "text"):
+            texts += [record[k] for k in CORPUS_FIELDS if isinstance(record.get(k), str)]
     return texts
 
 

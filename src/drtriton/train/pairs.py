@@ -65,7 +65,8 @@ def read_records(path: str | Path, required: tuple[str, ...], kind: str) -> list
                 raise ValueError(f"{path}:{number}: not JSON ({exc.msg})") from None
             if not isinstance(row, dict) or not all(isinstance(row.get(k), str) for k in required):
                 fields = " and ".join(f"'{k}'" for k in required)
-                raise ValueError(f"{path}:{number}: a {kind} record needs {fields} strings")
+                need = f"needs {fields} strings" if required else "must be a JSON object"
+                raise ValueError(f"{path}:{number}: a {kind} record {need}")
             rows.append(row)
     if not rows:
         raise ValueError(f"{path}: no {kind}s")
@@ -141,58 +142,43 @@ def _pair(pool, teacher: Policy, n: int, sampling: Sampling, program: dict,
     """The first verified pair of one program, or None; ``_Skipped`` when the program cannot be
     run or the teacher fails on it: one bad program must not end the run. Repeated answers (the
     compiler's ``n`` copies of one) are judged once."""
-    from drtriton.program import ProgramError  # the judge's InvalidReferenceError is one
-
     try:
         answers = teacher.generate([program["source"]], n, sampling)[0]
     except Exception as exc:  # noqa: BLE001 - reported with its program, like a bench row
         raise _Skipped("teacher_error", f"the teacher failed: {type(exc).__name__}: {exc}") from exc
-    try:
-        return _first_verified(pool, program, list(dict.fromkeys(answers)), counts)
-    except ProgramError as exc:
-        raise _Skipped("invalid_program", str(exc)) from exc
+    verified = _verified(pool, program, list(dict.fromkeys(answers)), counts)
+    return verified[0][1] if verified else None
 
 
 def _variant_pairs(pool, teacher, count: int, program: dict, counts: Counter) -> list[dict]:
     """Every verified one of the compiler's distinct translations of one program, each with
     its index (``variant``) and its verdict (on a GPU, its time: the variants rank by speed)."""
-    from drtriton.program import ProgramError
-    from drtriton.prompts import format_answer
-
-    candidates = teacher.variants(program["source"], count)
-    if not candidates:
+    answers = [teacher.as_answer(c) for c in teacher.variants(program["source"], count)]
+    if not answers:
         raise _Skipped("teacher_error", "the compiler cannot convert this program")
+    return [pair | {"variant": index} for index, pair in _verified(pool, program, answers, counts)]
+
+
+def _verified(pool, program: dict, answers: list[str], counts: Counter) -> list[tuple[int, dict]]:
+    """(index among ``answers``, pair record) of every answer that parses and is verified, all
+    judged together; ``_Skipped`` when the program itself cannot be run."""
+    from drtriton.program import ProgramError  # the judge's InvalidReferenceError is one
+
+    candidates = []
+    for index, answer in enumerate(answers):
+        try:
+            candidates.append((index, answer, parse_answer(answer)))
+        except AnswerParseError:
+            counts["unparsed"] += 1
     try:
-        verdicts = pool.verify_many([(program["source"], c) for c in candidates])
+        verdicts = pool.verify_many([(program["source"], c) for _, _, c in candidates])
     except ProgramError as exc:
         raise _Skipped("invalid_program", str(exc)) from exc
     found = []
-    for index, (candidate, verdict) in enumerate(zip(candidates, verdicts, strict=True)):
+    for (index, answer, _), verdict in zip(candidates, verdicts, strict=True):
         counts[verdict.status] += 1
         if verdict.ok:
-            answer = format_answer(candidate, "Translation by drtriton's built-in compiler.")
-            found.append({"program_id": program["id"], "level": program["level"],
-                          "source": program["source"], "answer": answer, "variant": index,
-                          "verdict": verdict.to_dict()})
+            found.append((index, {"program_id": program["id"], "level": program["level"],
+                                  "source": program["source"], "answer": answer,
+                                  "verdict": verdict.to_dict()}))
     return found
-
-
-def _first_verified(pool, program: dict, answers: list[str], counts: Counter) -> dict | None:
-    candidates = []
-    for answer in answers:
-        try:
-            candidates.append((answer, parse_answer(answer)))
-        except AnswerParseError:
-            counts["unparsed"] += 1
-    verdicts = pool.verify_many([(program["source"], c) for _, c in candidates])
-    for (answer, _), verdict in zip(candidates, verdicts, strict=True):
-        counts[verdict.status] += 1
-        if verdict.ok:
-            return {
-                "program_id": program["id"],
-                "level": program["level"],
-                "source": program["source"],
-                "answer": answer,
-                "verdict": verdict.to_dict(),
-            }
-    return None
