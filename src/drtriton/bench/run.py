@@ -161,11 +161,12 @@ def _search_row(problem: Problem, config: BenchConfig, pool, fragment_pool, poli
         cache_path=config.search_cache,
     )
     compiler = CompilerPolicy(device_kind(device), config.mode, pool.config.precision)
-    # the compiler's variants are always searched; the compiler as the policy adds nothing
-    # (compiling every fragment twice for the same candidates)
-    policies = [compiler] if policy == compiler else [compiler, policy]
-    if not config.search_with_compiler and policy != compiler:
-        policies = [policy]
+    # the compiler's variants are searched unless the policy is to be measured alone; the
+    # compiler as the policy adds nothing (compiling every fragment twice for the same candidates)
+    if policy == compiler:
+        policies = [compiler]
+    else:
+        policies = [compiler, policy] if config.search_with_compiler else [policy]
     generators = [p.search_generator(config.samples) for p in policies]
     try:
         report = search(
