@@ -101,6 +101,18 @@ def test_latest_complete_skips_a_newer_partial_run():
     assert latest_complete(rows[2:], keys) == []
 
 
+def test_a_run_is_one_source_tree_on_one_kind_of_device():
+    def row(problem, device, date):
+        return {"suite": "s", "problem": problem, "mode": "strict", "preset": "hardened",
+                "policy": "compiler", "search": False, "scale": "gpu", "source_sha": "t",
+                "device": device, "date": date, "status": "correct"}
+    keys = {("s", p, "strict", "hardened", "compiler", False, "gpu") for p in ("a", "b")}
+    mixed = [row("a", "NVIDIA H200", "1"), row("b", "NVIDIA H100 80GB HBM3", "2")]
+    assert latest_complete(mixed, keys) == []  # an H100 row never completes an H200 run
+    whole = [*mixed, row("b", "NVIDIA H200", "3")]
+    assert {r["device"] for r in latest_complete(whole, keys)} == {"NVIDIA H200"}
+
+
 @pytest.mark.slow
 def test_the_cpu_plan_judges_every_program(tmp_path):
     plan = load_plan(REPO / "benchmarks" / "plans" / "cpu.toml")

@@ -1,5 +1,5 @@
 """Convert-time measurements kept across converts (``compiler.tune.TuningCache``): an unchanged
-program converts again without timing anything, and a shared child never times."""
+program converts again without timing anything, and a convert times only what it lacks."""
 
 from __future__ import annotations
 
@@ -7,13 +7,11 @@ import os
 
 os.environ.setdefault("TRITON_INTERPRET", "1")
 
-import pytest  # noqa: E402
 
-from drtriton.compiler import CompilerConfig, compile_program, kernels  # noqa: E402
+from drtriton.compiler import CompilerConfig, compile_program, kernels, tune  # noqa: E402
 from drtriton.compiler.capture import capture  # noqa: E402
 from drtriton.compiler.convert import (  # noqa: E402
     Measurements,
-    MeasuringNeeded,
     compile_in_child,
     compile_sandboxed,
 )
@@ -64,13 +62,11 @@ def test_cache_keeps_measurements_per_program_and_environment(tmp_path):
     assert again.load(TuningCache.program_key(LINEAR, "hybrid", "fp32", env)) == {}
 
 
-def test_measurements_use_what_is_known_and_never_time_when_not_allowed():
+def test_measurements_use_what_is_known_and_keep_what_was_made():
     calls = []
-    known = Measurements({"a": {"x": 1}}, allowed=False)
+    known = Measurements({"a": {"x": 1}})
     assert known.get("a", lambda: calls.append(1)) == {"x": 1}
-    with pytest.raises(MeasuringNeeded):
-        known.get("b", lambda: calls.append(1))
-    assert not calls
+    assert not calls and known.made == {}
     fresh = Measurements()
     assert fresh.get("b", lambda: {"y": 2}) == {"y": 2} and fresh.made == {"b": {"y": 2}}
     fresh.get("c", lambda: {"error": "out of memory"})
@@ -82,14 +78,19 @@ def test_a_known_tuning_compiles_a_fixed_candidate_without_measuring(monkeypatch
     autotuned = compile_program(LINEAR, CompilerConfig(device="cuda"))
     assert "@triton.autotune(" in autotuned
     known = {measurement_key("tuning", autotuned): _first_configs(LINEAR)}
-    result = compile_in_child(LINEAR, "strict", "cuda", known=known, measure=False)
+
+    def no_measuring(*args, **kwargs):
+        raise AssertionError("measured a known tuning")
+
+    monkeypatch.setattr(tune, "measure_choices", no_measuring)
+    result = compile_in_child(LINEAR, "strict", "cuda", known=known)
     assert "@triton.autotune(" not in result["candidate"]
     assert "# tuned on test GPU over" in result["candidate"]
     assert result["measurements"] == {}
     # The compiler's output changed (another kernel text): the old measurement does not apply.
     other = {measurement_key("tuning", autotuned + "\n"): _first_configs(LINEAR)}
-    assert "measuring_needed" in compile_in_child(LINEAR, "strict", "cuda", known=other,
-                                                  measure=False)
+    again = compile_in_child(LINEAR, "strict", "cuda", known=other)
+    assert "measured a known tuning" in again["tuning_error"]
 
 
 class _FakePool:
@@ -101,12 +102,12 @@ class _FakePool:
     def __init__(self, answers: list[dict]) -> None:
         self.answers, self.calls = answers, []
 
-    def call(self, source, function, arguments, phase, exclusive=False):
-        self.calls.append((dict(arguments), exclusive))
+    def call(self, source, function, arguments, phase, gated=False):
+        self.calls.append((dict(arguments), gated))
         return self.answers.pop(0)
 
 
-def test_convert_measures_alone_once_then_shares_the_gpu(tmp_path):
+def test_convert_measures_once_then_reuses_the_measurements(tmp_path):
     cache = TuningCache(tmp_path / "t.sqlite")
     made = {"tuning:abc": {"device_name": "g", "choices": {"k0": 1}}}
     first = _FakePool([{"candidate": "A", "measurements": made}])
@@ -115,13 +116,10 @@ def test_convert_measures_alone_once_then_shares_the_gpu(tmp_path):
                              "known": {}}, True)]
     second = _FakePool([{"candidate": "A", "measurements": {}}])
     result = compile_sandboxed(second, LINEAR, "strict", "cuda", tunings=cache)
-    (arguments, exclusive), = second.calls
-    assert not exclusive and arguments["measure"] is False and arguments["known"] == made
+    (arguments, gated), = second.calls
+    assert gated and arguments["known"] == made
     assert result["tuning_cached"] is True
-    # A shared child that finds something unmeasured hands over to one that has the GPU alone.
-    third = _FakePool([{"measuring_needed": "tuning:def"},
-                       {"candidate": "B", "measurements": {"tuning:def": {"choices": {}}}}])
+    third = _FakePool([{"candidate": "B", "measurements": {"tuning:def": {"choices": {}}}}])
     assert compile_sandboxed(third, LINEAR, "strict", "cuda", tunings=cache)["candidate"] == "B"
-    assert [exclusive for _, exclusive in third.calls] == [False, True]
     program = TuningCache.program_key(LINEAR, "strict", "fp32", tuning_environment())
     assert set(cache.load(program)) == {"tuning:abc", "tuning:def"}

@@ -21,7 +21,8 @@ LAYERS = (
     ("search", "bench", "train"),  # what the commands run
     ("policy", "prompts"),  # program in, candidate sources out; the one prompt format
     ("judge", "compiler", "synth"),  # verification, translation, synthesis
-    ("ops", "program", "devices", "stats", "scratch", "provenance", ROOT),  # shared helpers
+    # shared helpers
+    ("ops", "program", "devices", "gpu_gate", "stats", "scratch", "provenance", ROOT),
 )
 
 

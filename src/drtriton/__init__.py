@@ -32,6 +32,7 @@ Shared helpers
 - ``ops``        the catalogue of the 61 operators (PyTorch spelling, CP-SAT shape rules, FLOPs)
 - ``program``    loading and running KernelBench-format programs (``Model``, ``get_inputs``, ...)
 - ``devices``    device names resolved one way (``auto``, ``cpu``, ``cuda``, ``cuda:N``)
+- ``gpu_gate``   how a judge child that compiles, then times, asks for its GPU alone
 - ``stats``      summary statistics shared by benchmark and training reports
 - ``scratch``    scratch directories that a killed run does not leave behind; the cache folder
 - ``provenance`` where and with what something ran: machine, library and commit records

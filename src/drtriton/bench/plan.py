@@ -21,10 +21,10 @@ A plan is a TOML file (``benchmarks/plans/*.toml``)::
     num = 10
 
 ``run_plan`` judges every (run, problem, mode, preset) not yet in the results file at this
-source tree (rows are keyed by suite, problem, mode, preset, policy and the source digest, and
-carry machine, versions, commit and date), over every judge slot of the machine (each GPU's),
-appending each row as it finishes: a run cut short resumes. ``latest_complete`` picks, for the
-report, the newest commit at which every planned row exists.
+source tree on this kind of device (rows are keyed by suite, problem, mode, preset, policy, the
+source digest and the device, and carry machine, versions, commit and date), over every judge
+slot of the machine (each GPU's), appending each row as it finishes: a run cut short resumes. ``latest_complete`` picks, for the
+report, the newest source tree and device at which every planned row exists.
 """
 
 from __future__ import annotations
@@ -239,7 +239,7 @@ def run_plan(plan: Plan, on_row: Callable[[dict, int], None] | None = None,
     stored, warning = load_rows(path, repair=True)
     if warning and on_warning is not None:
         on_warning(warning)
-    done = {row_key(r): r for r in stored if r.get("source_sha") == stamp["source_sha"]}
+    done = {row_key(r): r for r in stored if _run_of(r) == _run_of(stamp)}
     work = [(run, item, mode, preset) for run in plan.runs for item in plan_problems(run)
             for mode in run.modes for preset in run.presets]
     total = len(work)
@@ -302,12 +302,19 @@ def planned_keys(plan: Plan) -> set[tuple]:
             for mode in run.modes for preset in run.presets}
 
 
+def _run_of(row: dict) -> tuple[str, str]:
+    """Rows of one run of a plan: one source tree on one kind of device (an H100's rows never
+    complete an H200's run)."""
+    return row.get("source_sha", ""), row.get("device", "")
+
+
 def latest_complete(rows: list[dict], keys: set[tuple]) -> list[dict]:
-    """The rows of the newest source tree at which every planned key was judged ([] if none)."""
-    by_tree: dict[str, dict[tuple, dict]] = {}
-    order: dict[str, str] = {}
+    """The rows of the newest run (source tree and device) in which every planned key was
+    judged ([] if none)."""
+    by_tree: dict[tuple[str, str], dict[tuple, dict]] = {}
+    order: dict[tuple[str, str], str] = {}
     for row in rows:
-        tree = row.get("source_sha", "")
+        tree = _run_of(row)
         by_tree.setdefault(tree, {})[row_key(row)] = row
         order[tree] = max(order.get(tree, ""), row.get("date", ""))
     for tree in sorted(by_tree, key=lambda t: order[t], reverse=True):

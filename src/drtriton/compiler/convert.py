@@ -25,32 +25,22 @@ def resolve_device(device: str) -> str:
 
 
 class Measurements:
-    """Convert-time measurements known before a compile (``TuningCache``) and those it made.
+    """Convert-time measurements known before a compile (``TuningCache``) and those it made."""
 
-    Without ``allowed`` (the child does not have its GPU to itself) a missing measurement
-    raises ``MeasuringNeeded`` instead of timing anything."""
-
-    def __init__(self, known: dict | None = None, allowed: bool = True) -> None:
-        self.known, self.allowed, self.made = dict(known or {}), allowed, {}
+    def __init__(self, known: dict | None = None) -> None:
+        self.known, self.made = dict(known or {}), {}
 
     def get(self, key: str, measure):
         if key in self.known:
             return self.known[key]
-        if not self.allowed:
-            raise MeasuringNeeded(key)
         value = measure()
         if "error" not in value:  # a failure is not a measurement: the next convert retries
             self.made[key] = value
         return value
 
 
-class MeasuringNeeded(Exception):
-    """A compile needs a measurement it may not make in a shared child."""
-
-
 def compile_in_child(source: str, mode: str, device: str, tune: bool = True,
-                     precision: str = "fp32", known: dict | None = None,
-                     measure: bool = True) -> dict:
+                     precision: str = "fp32", known: dict | None = None) -> dict:
     """The compile step as the judge's sandboxed child runs it (``JudgePool.call``). On CUDA with
     ``tune``, the candidate's autotuned kernels are measured once on the program's inputs and
     their launches fixed to the chosen configs (``compiler.tune``); ``tuning`` records them, or
@@ -59,20 +49,18 @@ def compile_in_child(source: str, mode: str, device: str, tune: bool = True,
     tensor-core GEMMs can beat the vendor library the hybrid mode calls.
 
     ``known`` holds earlier measurements of this program (``TuningCache``), used instead of
-    measuring again; ``measurements`` in the result are the new ones. Without ``measure`` a
-    missing one gives ``{"measuring_needed": key}``."""
+    measuring again (a compile that finds all it needs there never asks for the GPU alone);
+    ``measurements`` in the result are the new ones."""
     from drtriton.compiler import UnsupportedOperatorError
     from drtriton.program import ProgramError
 
-    measurements = Measurements(known, measure)
+    measurements = Measurements(known)
     try:
         result = _compiled(source, mode, device, tune, precision, measurements)
         if mode == "hybrid" and device == "cuda" and tune and "tuning_error" not in result:
             strict = _compiled(source, "strict", device, tune, precision, measurements)
             result = _faster_of(source, result, strict, measurements)
         return result | {"measurements": measurements.made}
-    except MeasuringNeeded as exc:
-        return {"measuring_needed": str(exc)}
     except UnsupportedOperatorError as exc:
         return {"error": str(exc)}
     except (ProgramError, SyntaxError, ValueError) as exc:
@@ -82,25 +70,20 @@ def compile_in_child(source: str, mode: str, device: str, tune: bool = True,
 def compile_sandboxed(pool, source: str, mode: str, device: str,
                       precision: str | None = None, tunings: TuningCache | None = None) -> dict:
     """``compile_in_child`` in one of ``pool``'s sandboxes, at ``precision`` (default: that of
-    the pool's judge preset). On CUDA a child that measures has the GPU to itself; with
-    ``tunings`` holding every measurement this program needs, the compile shares the GPU and
-    times nothing, and new measurements are stored there."""
+    the pool's judge preset). On CUDA the child shares its GPU while it captures and compiles,
+    and has it alone while it measures (``gpu_gate``); with ``tunings``, measurements known
+    there are not made again, and new ones are stored there."""
     from drtriton.compiler.tune import TuningCache, tuning_environment
 
     precision = precision or pool.config.precision
     arguments = {"mode": mode, "device": device, "precision": precision}
-    if device != "cuda" or tunings is None:
-        return pool.call(source, FUNCTION, arguments, phase="compiler capture",
-                         exclusive=device == "cuda")
+    gated = device == "cuda"
+    if not gated or tunings is None:
+        return pool.call(source, FUNCTION, arguments, phase="compiler capture", gated=gated)
     program = TuningCache.program_key(source, mode, precision, tuning_environment())
     known = tunings.load(program)
-    result = {"measuring_needed": "nothing known"}
-    if known:
-        result = pool.call(source, FUNCTION, arguments | {"known": known, "measure": False},
-                           phase="compiler capture")
-    if "measuring_needed" in result:
-        result = pool.call(source, FUNCTION, arguments | {"known": known},
-                           phase="compiler capture", exclusive=True)
+    result = pool.call(source, FUNCTION, arguments | {"known": known}, phase="compiler capture",
+                       gated=True)
     if result.get("measurements"):
         tunings.store(program, result["measurements"])
     return result | {"tuning_cached": bool(known) and not result.get("measurements")}

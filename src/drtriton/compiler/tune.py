@@ -11,6 +11,7 @@ it in one of the judge's sandboxed children (``convert.compile_in_child``).
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import hashlib
 import importlib.util
@@ -18,12 +19,14 @@ import json
 import sqlite3
 import tempfile
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
 import torch
 
 from drtriton import provenance
+from drtriton.gpu_gate import gpu_alone, gpu_shared
 from drtriton.program import TORCH_STATE_LOCK, as_output_tuple, load_program, make_inputs
 from drtriton.scratch import cache_path
 
@@ -42,18 +45,21 @@ class Tuning:
 
 
 def measure_choices(candidate: str, reference: str, device: str = "cuda") -> Tuning:
-    """Run ``candidate`` (autotuned compiler output) once on the reference's inputs and read which
-    config each autotuned kernel chose."""
+    """Run ``candidate`` (autotuned compiler output) on the reference's inputs and read which
+    config each autotuned kernel chose. Every config is compiled first, sharing the GPU; only
+    the autotuner's measuring run has the GPU alone (``gpu_gate``)."""
     from triton.runtime.autotuner import Autotuner
 
     program = load_program(reference, "reference")
     module, model = _candidate_model(candidate, program, device)
     inputs = make_inputs(program, TUNING_SEED, device)
-    with torch.no_grad():
-        as_output_tuple(model(*inputs))
+    tuners = [v for v in vars(module).values() if isinstance(v, Autotuner)]
     on_gpu = torch.device(device).type == "cuda"
-    if on_gpu:
-        torch.cuda.synchronize(device)
+    with torch.no_grad():
+        with _compile_only(tuners):
+            as_output_tuple(model(*inputs))
+        with _gpu_alone(on_gpu):
+            as_output_tuple(model(*inputs))
     choices = []
     for name, value in vars(module).items():
         if isinstance(value, Autotuner) and getattr(value, "best_config", None) is not None:
@@ -67,17 +73,55 @@ def measure_choices(candidate: str, reference: str, device: str = "cuda") -> Tun
 def time_candidates(candidates: list[str], reference: str, device: str = "cuda") -> list[float]:
     """Median milliseconds of each candidate's forward on the reference's inputs (Triton's
     ``do_bench``: warm-up and repetitions by time, L2 flushed between calls). A choice among
-    our own compiles; the judge verifies and times whichever is kept."""
+    our own compiles; the judge verifies and times whichever is kept. Each is built and run
+    once sharing the GPU; the measuring has it alone."""
     from triton.testing import do_bench
 
     program = load_program(reference, "reference")
     inputs = make_inputs(program, TUNING_SEED, device)
-    times = []
-    for source in candidates:
-        _, model = _candidate_model(source, program, device)
-        with torch.no_grad():
-            times.append(float(do_bench(lambda m=model: m(*inputs), return_mode="median")))
-    return times
+    models = [_candidate_model(source, program, device)[1] for source in candidates]
+    with torch.no_grad():
+        for model in models:  # compiles (and autotunes, for an untuned candidate)
+            model(*inputs)
+        with _gpu_alone(torch.device(device).type == "cuda"):
+            return [float(do_bench(lambda m=model: m(*inputs), return_mode="median"))
+                    for model in models]
+
+
+@contextlib.contextmanager
+def _compile_only(tuners: list) -> Iterator[None]:
+    """Autotuners that launch each config once instead of timing it (its kernels compiled, its
+    choice meaningless), and forget what they chose: the measured run that follows compiles
+    nothing, so its exclusive GPU time is timing only."""
+    saved = [(t, t.__dict__.get("_do_bench")) for t in tuners if "_do_bench" in t.__dict__]
+    for tuner, _ in saved:
+        tuner._do_bench = _launch_once
+    try:
+        yield
+    finally:
+        for tuner, do_bench in saved:
+            tuner._do_bench = do_bench
+        for tuner in tuners:
+            tuner.cache.clear()
+
+
+def _launch_once(kernel_call, quantiles=None) -> list[float]:
+    kernel_call()
+    return [0.0, 0.0, 0.0]
+
+
+@contextlib.contextmanager
+def _gpu_alone(on_gpu: bool) -> Iterator[None]:
+    """The GPU alone (in a gated judge job) for what is timed, then shared again."""
+    if on_gpu:
+        torch.cuda.synchronize()
+        gpu_alone()
+    try:
+        yield
+    finally:
+        if on_gpu:
+            torch.cuda.synchronize()
+            gpu_shared()
 
 
 def _candidate_model(source: str, program, device: str):

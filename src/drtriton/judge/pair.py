@@ -12,7 +12,9 @@ Order of decisions: static checks -> candidate child (faults, run-time strictnes
 outputs (types, shapes, inputs unchanged, NaN/Inf pattern, tolerance) -> on CUDA, timing of the
 candidate and of the reference (eager and ``torch.compile``) in fresh children on the same inputs,
 with the candidate's outputs re-verified after timing. Timing holds the slot's GPU exclusively;
-other children of the slot (imports, Triton compilation, correctness trials) run side by side.
+other children of the slot (imports, Triton compilation, correctness trials) run side by side,
+and a job that compiles before it times (the baselines, convert-time tuning) shares the GPU
+until it asks for it alone (``gpu_gate``).
 """
 
 from __future__ import annotations
@@ -33,7 +35,7 @@ from pathlib import Path
 
 import torch
 
-from drtriton import provenance
+from drtriton import gpu_gate, provenance
 from drtriton.judge.cache import BaselineCache, ReferenceCache, source_key
 from drtriton.judge.channel import OutputChannel
 from drtriton.judge.compare import Comparison, compare_outputs
@@ -70,41 +72,134 @@ class Reference:
 
 
 class GpuLock:
-    """Shared for untimed children, exclusive for timing: timing never shares its GPU."""
+    """Shared for untimed children, exclusive for timing: timing never shares its GPU.
+
+    A gated job (``GpuHold``) starts shared and moves to exclusive only for its timed part, so
+    its compiling and warm-up overlap other children. Waiting writers (and an upgrade) keep
+    new readers out, so timing is never starved."""
 
     def __init__(self) -> None:
         self._cond = threading.Condition()
         self._readers = 0
         self._writer = False
         self._waiting_writers = 0
+        self._upgrading = False
 
-    @contextlib.contextmanager
-    def shared(self) -> Iterator[None]:
+    def acquire_shared(self) -> None:
         with self._cond:
             while self._writer or self._waiting_writers:
                 self._cond.wait()
             self._readers += 1
-        try:
-            yield
-        finally:
-            with self._cond:
-                self._readers -= 1
-                self._cond.notify_all()
 
-    @contextlib.contextmanager
-    def exclusive(self) -> Iterator[None]:
+    def release_shared(self) -> None:
+        with self._cond:
+            self._readers -= 1
+            self._cond.notify_all()
+
+    def acquire_exclusive(self) -> None:
         with self._cond:
             self._waiting_writers += 1
             while self._writer or self._readers:
                 self._cond.wait()
             self._waiting_writers -= 1
             self._writer = True
+
+    def release_exclusive(self) -> None:
+        with self._cond:
+            self._writer = False
+            self._cond.notify_all()
+
+    def upgrade(self) -> None:
+        """Shared to exclusive. The first upgrader keeps its read while it waits; another one
+        gives its read up first (two upgraders holding reads would wait for each other)."""
+        with self._cond:
+            first = not self._upgrading
+            if first:
+                self._upgrading = True
+            else:
+                self._readers -= 1
+                self._cond.notify_all()
+            self._waiting_writers += 1
+            while self._writer or self._readers > int(first):
+                self._cond.wait()
+            self._waiting_writers -= 1
+            if first:
+                self._readers -= 1
+                self._upgrading = False
+            self._writer = True
+
+    def downgrade(self) -> None:
+        with self._cond:
+            self._writer = False
+            self._readers += 1
+            self._cond.notify_all()
+
+    @contextlib.contextmanager
+    def shared(self) -> Iterator[None]:
+        self.acquire_shared()
         try:
             yield
         finally:
-            with self._cond:
-                self._writer = False
-                self._cond.notify_all()
+            self.release_shared()
+
+    @contextlib.contextmanager
+    def exclusive(self) -> Iterator[None]:
+        self.acquire_exclusive()
+        try:
+            yield
+        finally:
+            self.release_exclusive()
+
+
+class GpuHold:
+    """One job's hold on its slot's ``GpuLock``: exclusive, or shared and (given the job's
+    directory) moved between shared and exclusive at the job's requests (``gpu_gate``)."""
+
+    def __init__(self, lock: GpuLock, exclusive: bool = False, gate_dir: Path | None = None):
+        self._lock = lock
+        self._exclusive = exclusive
+        self._gate_dir = gate_dir
+        self._stop = threading.Event()
+        self._watcher: threading.Thread | None = None
+
+    def __enter__(self) -> GpuHold:
+        if self._exclusive:
+            self._lock.acquire_exclusive()
+        else:
+            self._lock.acquire_shared()
+        if self._gate_dir is not None:
+            self._watcher = threading.Thread(target=self._serve, daemon=True)
+            self._watcher.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self._stop.set()
+        if self._watcher is not None:
+            self._watcher.join()  # an upgrade in progress finishes first
+        if self._exclusive:
+            self._lock.release_exclusive()
+        else:
+            self._lock.release_shared()
+
+    def _serve(self) -> None:
+        n = 0
+        while not self._stop.wait(gpu_gate.POLL_S):
+            request = gpu_gate.request_path(self._gate_dir, n)
+            try:
+                state = request.read_text().strip()
+            except OSError:
+                continue
+            self._set(state == "exclusive")
+            with contextlib.suppress(OSError):  # a child killed meanwhile took its folder
+                gpu_gate.ack_path(self._gate_dir, n).write_text("")
+            n += 1
+
+    def _set(self, exclusive: bool) -> None:
+        if exclusive and not self._exclusive:
+            self._lock.upgrade()
+        elif self._exclusive and not exclusive:
+            self._lock.downgrade()
+        self._exclusive = exclusive
 
 
 @dataclass
@@ -175,19 +270,21 @@ def check_reference_source(source: str) -> None:
 @contextlib.contextmanager
 def _reference_job(
     kind: str, source: str, fields: dict, config: JudgeConfig, slot: Slot, box: Sandbox,
-    what: str, exclusive: bool = False,
+    what: str, gated: bool = False,
 ) -> Iterator[tuple[dict, torch.Tensor | None]]:
     """Run a job over the (untrusted) reference in a child of ``box`` under the reference's time
     limit; yield its report and the outputs it sent, or raise ``InvalidReferenceError`` (prefixed by
-    ``what``) naming the phase that failed. ``exclusive``: the GPU is the child's alone (it
-    times something). The directory is removed afterwards."""
+    ``what``) naming the phase that failed. ``gated``: the child times something, and has the GPU
+    alone when it asks (``gpu_gate``). The directory is removed afterwards."""
     check_reference_source(source)
     work = Path(tempfile.mkdtemp(prefix=f"{kind}-", dir=box.scratch))
     try:
         job_dir = work / kind
-        _write_job(job_dir, {**_job_spec(kind, config, slot), **fields}, source, {})
-        lock = slot.gpu.exclusive() if exclusive else slot.gpu.shared()
-        with lock, _outputs(job_dir, slot) as channel:
+        spec = {**_job_spec(kind, config, slot), **fields, "gpu_gate": gated}
+        _write_job(job_dir, spec, source, {})
+        with GpuHold(slot.gpu, gate_dir=job_dir if gated else None), _outputs(
+            job_dir, slot
+        ) as channel:
             result = box.run(str(job_dir), config.reference_timeout_s, str(work / "cache"))
         report = read_report(job_dir)
         if result.timed_out or result.memory_killed or result.server_lost or report is None:
@@ -231,15 +328,15 @@ def run_reference(
 
 def run_call(
     source: str, function: str, arguments: dict, config: JudgeConfig, slot: Slot, box: Sandbox,
-    phase: str, exclusive: bool = False,
+    phase: str, gated: bool = False,
 ) -> dict:
     """``function(source, **arguments)`` (project code, "module:name") in a child of ``box``,
     bounded by ``config.reference_timeout_s``: for work that runs a user's reference, such as
-    the compiler's capture. ``exclusive``: it times something (convert-time tuning), so nothing
-    else runs on its GPU meanwhile. Raises ``InvalidReferenceError`` naming the phase that
-    failed."""
+    the compiler's capture. ``gated``: it times something (convert-time tuning), and nothing
+    else runs on its GPU while it does (``gpu_gate``). Raises ``InvalidReferenceError`` naming
+    the phase that failed."""
     fields = {"function": function, "arguments": arguments, "phase": phase}
-    with _reference_job("call", source, fields, config, slot, box, "", exclusive) as (report, _):
+    with _reference_job("call", source, fields, config, slot, box, "", gated) as (report, _):
         return report["result"]
 
 
@@ -482,8 +579,7 @@ def _judge_pair(reference_source: str, candidate_source: str, config: JudgeConfi
 def _run_job(run: _Run, job_dir: Path, cache: str, exclusive: bool = False
              ) -> tuple[JobResult, torch.Tensor | None]:
     """Run a candidate job; (how it ended, the outputs it sent)."""
-    lock = run.slot.gpu.exclusive() if exclusive else run.slot.gpu.shared()
-    with lock, _outputs(job_dir, run.slot) as channel:
+    with GpuHold(run.slot.gpu, exclusive), _outputs(job_dir, run.slot) as channel:
         result = run.box.run(str(job_dir), run.config.timeout_s, cache)
     return result, channel.blob
 
@@ -659,8 +755,9 @@ def _baselines(work: Path, tref: Reference, run: _Run) -> dict:
             run.cache_hits.append("baselines")
             return cached
     ref_dir = work / "time-reference"
-    _write_job(ref_dir, _job_spec("reference_timing", config, slot, tref), tref.source, {})
-    with slot.gpu.exclusive():
+    spec = {**_job_spec("reference_timing", config, slot, tref), "gpu_gate": True}
+    _write_job(ref_dir, spec, tref.source, {})
+    with GpuHold(slot.gpu, gate_dir=ref_dir):  # compiles sharing the GPU, times it alone
         result = run.box.run(str(ref_dir), config.baseline_timeout_s, str(work / "ref-cache"))
     report = read_report(ref_dir) or {}
     run.note_child("baselines", report)

@@ -91,13 +91,13 @@ class JudgePool:
         return judge_pair(reference_source, candidate_source, self.config, slot)
 
     def call(self, reference_source: str, function: str, arguments: dict, phase: str,
-             exclusive: bool = False) -> dict:
+             gated: bool = False) -> dict:
         """Run project code over an untrusted reference in a sandbox (``pair.run_call``);
-        ``exclusive``: alone on its GPU, for code that times something."""
+        ``gated``: code that times something, alone on its GPU when it asks (``gpu_gate``)."""
         slot = self._slot(next(self._next))
         with slot.sandbox() as box:
             return run_call(reference_source, function, arguments, self.config, slot, box, phase,
-                            exclusive)
+                            gated)
 
     def verify_group(
         self,

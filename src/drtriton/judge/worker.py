@@ -36,6 +36,7 @@ from collections.abc import Callable
 
 import torch
 
+from drtriton import gpu_gate
 from drtriton.judge import seal
 from drtriton.judge.autotune import untimed_autotuning
 from drtriton.judge.channel import OUTPUTS_SOCKET
@@ -137,6 +138,8 @@ def run_job(job_dir: str) -> int:
         job = json.load(f)
     out = _Results(job_dir, job)
     report: dict = {"kind": job["kind"], "status": "ok", "reason": ""}
+    if job.get("gpu_gate") and job["kind"] in ("reference_timing", "call"):  # no candidate code
+        os.environ[gpu_gate.GATE_ENV] = os.path.abspath(job_dir)
     try:
         kind = job["kind"]
         if kind == "reference":
@@ -871,19 +874,29 @@ def _run_candidate_timing(job: dict, report: dict, out: _Results) -> None:
 
 
 def _run_reference_timing(job: dict, report: dict) -> None:
+    """Eager and torch.compile times of the reference. Everything before the timed calls
+    (inputs, the model, torch.compile's compiling) shares the GPU; the timing has it alone."""
     device = _setup(job)
     reference = _load_source("reference.py", "reference", "reference import")
     init = _init_args(reference, job, report)
     input_sets = _timing_inputs(reference, job, device, report)
     model = _build(reference, "Model", init, job, device, report)
-    _phase(report, "eager baseline")
-    report["eager"] = _time_calls(lambda xs: model(*xs), input_sets, job, device)
+    compiled = None
     if job.get("time_compile"):
-        _phase(report, "torch.compile baseline")
+        _phase(report, "torch.compile (compiling)")
         try:
             compiled = compile_baseline(model, input_sets[0])
-            report["compile"] = _time_calls(lambda xs: compiled(*xs), input_sets, job, device)
         except Exception as exc:  # a baseline that cannot compile is recorded, not fatal
+            report["compile_error"] = f"{_type(exc).__name__}: {exc}"[:500]
+    _sync(device)
+    gpu_gate.gpu_alone()
+    _phase(report, "eager baseline")
+    report["eager"] = _time_calls(lambda xs: model(*xs), input_sets, job, device)
+    if compiled is not None:
+        _phase(report, "torch.compile baseline")
+        try:
+            report["compile"] = _time_calls(lambda xs: compiled(*xs), input_sets, job, device)
+        except Exception as exc:
             report["compile_error"] = f"{_type(exc).__name__}: {exc}"[:500]
 
 

@@ -1,0 +1,154 @@
+"""The GPU gate: timing never shares its GPU, and a gated job's untimed part does.
+
+``GpuLock`` is a readers-writer lock (readers: untimed children, writer: a timing child) with an
+upgrade for gated jobs; ``GpuHold`` answers a child's requests made through ``gpu_gate``."""
+
+from __future__ import annotations
+
+import threading
+import time
+
+from drtriton import gpu_gate
+from drtriton.compiler import tune
+from drtriton.judge.pair import GpuHold, GpuLock
+
+
+def _eventually(predicate, timeout_s: float = 5.0) -> bool:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if predicate():
+            return True
+        time.sleep(0.005)
+    return False
+
+
+class _Watch:
+    """Records, from inside the lock's holders, whether a writer ever overlapped anyone."""
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.readers = self.writers = 0
+        self.overlap = False
+
+    def enter(self, writer: bool) -> None:
+        with self.lock:
+            if writer:
+                self.overlap |= self.readers > 0 or self.writers > 0
+                self.writers += 1
+            else:
+                self.overlap |= self.writers > 0
+                self.readers += 1
+
+    def leave(self, writer: bool) -> None:
+        with self.lock:
+            if writer:
+                self.writers -= 1
+            else:
+                self.readers -= 1
+
+
+def test_an_upgrade_waits_for_other_readers_and_keeps_new_ones_out():
+    lock, order = GpuLock(), []
+    lock.acquire_shared()  # another child, still compiling
+    lock.acquire_shared()  # the gated child
+
+    def upgrade():
+        lock.upgrade()
+        order.append("exclusive")
+        time.sleep(0.05)
+        lock.release_exclusive()
+
+    def late_reader():
+        lock.acquire_shared()
+        order.append("late reader")
+        lock.release_shared()
+
+    upgrader = threading.Thread(target=upgrade)
+    upgrader.start()
+    assert _eventually(lambda: lock._upgrading)
+    reader = threading.Thread(target=late_reader)
+    reader.start()
+    time.sleep(0.05)
+    assert order == []  # the other reader still holds the GPU; the late one waits its turn
+    lock.release_shared()
+    upgrader.join(5)
+    reader.join(5)
+    assert order == ["exclusive", "late reader"]
+
+
+def test_concurrent_upgrades_and_writers_never_overlap_and_never_deadlock():
+    lock, watch = GpuLock(), _Watch()
+
+    def gated_job(k: int):
+        lock.acquire_shared()
+        watch.enter(False)
+        time.sleep(0.001 * (k % 3))
+        watch.leave(False)
+        lock.upgrade()
+        watch.enter(True)
+        time.sleep(0.002)
+        watch.leave(True)
+        lock.downgrade()
+        watch.enter(False)
+        watch.leave(False)
+        lock.release_shared()
+
+    def timing_job():
+        lock.acquire_exclusive()
+        watch.enter(True)
+        time.sleep(0.002)
+        watch.leave(True)
+        lock.release_exclusive()
+
+    threads = [threading.Thread(target=gated_job if k % 2 else timing_job, args=(k,) * (k % 2))
+               for k in range(24)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(20)
+    assert not any(t.is_alive() for t in threads), "the lock deadlocked"
+    assert not watch.overlap
+    assert (lock._readers, lock._writer, lock._waiting_writers) == (0, False, 0)
+
+
+def test_a_gated_hold_moves_to_exclusive_and_back_at_the_childs_requests(tmp_path, monkeypatch):
+    lock = GpuLock()
+    monkeypatch.setenv(gpu_gate.GATE_ENV, str(tmp_path))
+    lock.acquire_shared()  # a neighbour, still compiling
+    with GpuHold(lock, gate_dir=tmp_path):
+        asked = threading.Thread(target=gpu_gate.gpu_alone)
+        asked.start()
+        time.sleep(0.05)
+        assert asked.is_alive() and not lock._writer  # waits for the neighbour
+        lock.release_shared()
+        asked.join(5)
+        assert not asked.is_alive() and lock._writer and lock._readers == 0
+        gpu_gate.gpu_shared()
+        assert not lock._writer and lock._readers == 1
+    assert (lock._readers, lock._writer) == (0, False)
+
+
+def test_outside_a_gated_job_the_gate_does_nothing(tmp_path, monkeypatch):
+    monkeypatch.delenv(gpu_gate.GATE_ENV, raising=False)
+    gpu_gate.gpu_alone()
+    gpu_gate.gpu_shared()
+    lock = GpuLock()
+    with GpuHold(lock):  # not gated: requests in a folder it does not watch are not answered
+        assert lock._readers == 1
+    assert lock._readers == 0
+
+
+def test_the_compile_pass_launches_each_config_once_and_forgets_its_choice():
+    launches = []
+
+    class Tuner:
+        def __init__(self) -> None:
+            self._do_bench = "do_bench"
+            self.cache = {}
+
+    tuner = Tuner()
+    with tune._compile_only([tuner]):
+        assert tuner._do_bench(lambda: launches.append(1), quantiles=(0.5,)) == [0.0, 0.0, 0.0]
+        tuner.cache[("key",)] = "first config"
+    assert launches == [1]
+    assert tuner._do_bench == "do_bench" and tuner.cache == {}
