@@ -23,8 +23,9 @@ A plan is a TOML file (``benchmarks/plans/*.toml``)::
 ``run_plan`` judges every (run, problem, mode, preset) not yet in the results file at this
 source tree on this kind of device (rows are keyed by suite, problem, mode, preset, policy, the
 source digest and the device, and carry machine, versions, commit and date), over every judge
-slot of the machine (each GPU's), appending each row as it finishes: a run cut short resumes. ``latest_complete`` picks, for the
-report, the newest source tree and device at which every planned row exists.
+slot of the machine (each GPU's), appending each row as it finishes: a run cut short resumes.
+``latest_complete`` picks, for the report, the newest source tree and device at which every
+planned row exists.
 """
 
 from __future__ import annotations

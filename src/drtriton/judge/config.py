@@ -7,6 +7,7 @@ precision rule; a *mode* says whether PyTorch compute is allowed inside ``forwar
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass, field
 
 import torch
@@ -125,8 +126,9 @@ class JudgeConfig:
     # directory, None for kernel_store.default_kernel_store(), "" for none.
     kernel_store: str | None = None
     # Children of one GPU that may run at once (imports, Triton compilation, correctness trials);
-    # timing always holds the GPU alone.
-    jobs_per_gpu: int = 4
+    # timing always holds the GPU alone. 0: half the host's cores per GPU, from 2 to 12 (the
+    # untimed work is mostly single-threaded compiling).
+    jobs_per_gpu: int = 0
     # Run untrusted code without OS isolation (bubblewrap) when it is unavailable. Recorded in
     # every verdict's environment["sandbox"].
     unsafe_no_sandbox: bool = False
@@ -145,10 +147,16 @@ class JudgeConfig:
         for name in ("timeout_s", "reference_timeout_s", "baseline_timeout_s"):
             if getattr(self, name) <= 0:
                 raise ValueError(f"{name} must be positive")
-        if self.jobs_per_gpu < 1:
-            raise ValueError("jobs_per_gpu must be >= 1")
+        if self.jobs_per_gpu < 0:
+            raise ValueError("jobs_per_gpu must be >= 1, or 0 for one per two of the host's cores")
         if not is_device_name(self.device):
             raise ValueError(f"unknown device {self.device!r}; use auto, cpu, cuda or cuda:N")
+
+    def gpu_jobs(self, gpus: int) -> int:
+        """Children that may run at once on each of ``gpus`` GPUs."""
+        if self.jobs_per_gpu:
+            return self.jobs_per_gpu
+        return max(2, min(12, (os.cpu_count() or 4) // (2 * max(1, gpus))))
 
     def memory_limit_for(self, device: str) -> float:
         """The child memory limit in GiB on ``device`` (cpu, cuda, cuda:N)."""

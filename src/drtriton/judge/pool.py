@@ -173,7 +173,7 @@ def _make_slots(pool: JudgePool, device: str, workers: int | None, baselines) ->
     else:
         gpus = torch.cuda.device_count()
         indices = list(range(min(workers, gpus) if workers else gpus))
-    per_gpu = config.jobs_per_gpu
+    per_gpu = config.gpu_jobs(len(indices))
     slots = []
     for index in indices:
         minor = _gpu_minor(index)
