@@ -115,7 +115,7 @@ def test_a_gated_hold_moves_to_exclusive_and_back_at_the_childs_requests(tmp_pat
     lock = GpuLock()
     monkeypatch.setenv(gpu_gate.GATE_ENV, str(tmp_path))
     lock.acquire_shared()  # a neighbour, still compiling
-    with GpuHold(lock, gate_dir=tmp_path):
+    with GpuHold(lock, "shared", tmp_path):
         asked = threading.Thread(target=gpu_gate.gpu_alone)
         asked.start()
         time.sleep(0.05)
@@ -125,6 +125,24 @@ def test_a_gated_hold_moves_to_exclusive_and_back_at_the_childs_requests(tmp_pat
         assert not asked.is_alive() and lock._writer and lock._readers == 0
         gpu_gate.gpu_shared()
         assert not lock._writer and lock._readers == 1
+    assert (lock._readers, lock._writer) == (0, False)
+
+
+def test_a_compiler_child_holds_nothing_until_it_uses_the_gpu(tmp_path, monkeypatch):
+    lock = GpuLock()
+    monkeypatch.setenv(gpu_gate.GATE_ENV, str(tmp_path))
+    with GpuHold(lock, "none", tmp_path):
+        assert (lock._readers, lock._writer) == (0, False)  # capture and compiles: host only
+        with lock.exclusive():  # so another child's timing is not held up meanwhile
+            pass
+        gpu_gate.gpu_shared()
+        assert lock._readers == 1
+        gpu_gate.gpu_alone()
+        assert lock._writer and lock._readers == 0
+        gpu_gate.gpu_unused()
+        assert (lock._readers, lock._writer) == (0, False)
+        gpu_gate.gpu_alone()  # from no hold straight to the GPU alone
+        assert lock._writer
     assert (lock._readers, lock._writer) == (0, False)
 
 

@@ -1,14 +1,16 @@
 """The GPU gate: how a judge child that times something asks for its GPU alone.
 
-A gated child (reference timing, the compiler's convert-time tuning) starts sharing its GPU with
-the other children of its slot, so that its imports, compiles and warm-up overlap theirs, and
-calls ``gpu_alone()`` just before it times; ``gpu_shared()`` gives the GPU back for more untimed
-work. Outside a gated job (no ``DRTRITON_GPU_GATE``) both are no-ops.
+A gated child says how it uses its GPU as it goes, so that a slot's other children are held up
+only while it times: ``gpu_alone()`` just before it times something, ``gpu_shared()`` for
+untimed GPU work, ``gpu_unused()`` for work on the host alone (capture, code generation, Triton
+compiles). The baselines child starts shared; the compiler's child (convert-time tuning) starts
+with no hold. Outside a gated job (no ``DRTRITON_GPU_GATE``) these are no-ops.
 
 The protocol is files in the job's directory, which the child can write and the judge reads:
-request ``n`` is ``gpu.req.<n>`` holding ``exclusive`` or ``shared``, written whole (renamed into
-place), and the judge answers with ``gpu.ack.<n>`` once the lock is in that state. Only jobs that
-run no candidate code are gated: a candidate could otherwise end its wait early.
+request ``n`` is ``gpu.req.<n>`` holding ``exclusive``, ``shared`` or ``none``, written whole
+(renamed into place), and the judge answers with ``gpu.ack.<n>`` once the lock is in that state.
+Only jobs that run no candidate code are gated: a candidate could otherwise end its wait early,
+or use the GPU while it holds nothing.
 """
 
 from __future__ import annotations
@@ -35,8 +37,14 @@ def gpu_alone() -> None:
 
 
 def gpu_shared() -> None:
-    """Share the GPU again: what follows is not timed (a no-op outside a gated judge job)."""
+    """Share the GPU: what follows uses it untimed (a no-op outside a gated judge job)."""
     _request("shared")
+
+
+def gpu_unused() -> None:
+    """Hold no part of the GPU: what follows runs on the host alone (a no-op outside a gated
+    judge job)."""
+    _request("none")
 
 
 def _request(state: str) -> None:

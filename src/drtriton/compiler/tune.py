@@ -26,7 +26,7 @@ from pathlib import Path
 import torch
 
 from drtriton import provenance
-from drtriton.gpu_gate import gpu_alone, gpu_shared
+from drtriton.gpu_gate import gpu_alone, gpu_shared, gpu_unused
 from drtriton.program import TORCH_STATE_LOCK, as_output_tuple, load_program, make_inputs
 from drtriton.scratch import cache_path
 
@@ -46,20 +46,24 @@ class Tuning:
 
 def measure_choices(candidate: str, reference: str, device: str = "cuda") -> Tuning:
     """Run ``candidate`` (autotuned compiler output) on the reference's inputs and read which
-    config each autotuned kernel chose. Every config is compiled first, sharing the GPU; only
-    the autotuner's measuring run has the GPU alone (``gpu_gate``)."""
+    config each autotuned kernel chose. Every config is compiled first without touching the GPU
+    (``_precompile``); only the autotuner's measuring run has the GPU alone (``gpu_gate``)."""
     from triton.runtime.autotuner import Autotuner
 
     program = load_program(reference, "reference")
-    module, model = _candidate_model(candidate, program, device)
-    inputs = make_inputs(program, TUNING_SEED, device)
+    module = _import_file(candidate)
     tuners = [v for v in vars(module).values() if isinstance(v, Autotuner)]
     on_gpu = torch.device(device).type == "cuda"
-    with torch.no_grad():
-        with _compile_only(tuners):
-            as_output_tuple(model(*inputs))
-        with _gpu_alone(on_gpu):
-            as_output_tuple(model(*inputs))
+    precompiled = on_gpu and _precompile(module, program)
+    with _gpu_in_use(on_gpu):
+        model = _build(module, program, device)
+        inputs = make_inputs(program, TUNING_SEED, device)
+        with torch.no_grad():
+            if not precompiled:  # every config compiles here, sharing the GPU
+                with _compile_only(tuners):
+                    as_output_tuple(model(*inputs))
+            with _gpu_alone(on_gpu):
+                as_output_tuple(model(*inputs))
     choices = []
     for name, value in vars(module).items():
         if isinstance(value, Autotuner) and getattr(value, "best_config", None) is not None:
@@ -73,19 +77,61 @@ def measure_choices(candidate: str, reference: str, device: str = "cuda") -> Tun
 def time_candidates(candidates: list[str], reference: str, device: str = "cuda") -> list[float]:
     """Median milliseconds of each candidate's forward on the reference's inputs (Triton's
     ``do_bench``: warm-up and repetitions by time, L2 flushed between calls). A choice among
-    our own compiles; the judge verifies and times whichever is kept. Each is built and run
-    once sharing the GPU; the measuring has it alone."""
+    our own compiles; the judge verifies and times whichever is kept. Each is compiled without
+    the GPU, then built and run once sharing it; the measuring has it alone."""
     from triton.testing import do_bench
 
     program = load_program(reference, "reference")
-    inputs = make_inputs(program, TUNING_SEED, device)
-    models = [_candidate_model(source, program, device)[1] for source in candidates]
-    with torch.no_grad():
-        for model in models:  # compiles (and autotunes, for an untuned candidate)
+    on_gpu = torch.device(device).type == "cuda"
+    modules = [_import_file(source) for source in candidates]
+    if on_gpu:
+        for module in modules:
+            _precompile(module, program)
+    with _gpu_in_use(on_gpu), torch.no_grad():
+        inputs = make_inputs(program, TUNING_SEED, device)
+        models = [_build(module, program, device) for module in modules]
+        for model in models:  # what did not compile above (and autotunes an untuned candidate)
             model(*inputs)
-        with _gpu_alone(torch.device(device).type == "cuda"):
+        with _gpu_alone(on_gpu):
             return [float(do_bench(lambda m=model: m(*inputs), return_mode="median"))
                     for model in models]
+
+
+def _precompile(module, program) -> bool:
+    """Compile every kernel the candidate's forward launches, each config of an autotuned one,
+    launching nothing: the forward runs on meta tensors with every Triton launch made a warm-up
+    (compile only). It uses no GPU, so a gated job does it before it asks to share the GPU, and
+    the real forward then loads each kernel from Triton's cache. False when the forward does not
+    run on meta (it reads data): its kernels then compile when first launched."""
+    from triton.runtime.autotuner import Autotuner
+
+    tuners = [v for v in vars(module).values() if isinstance(v, Autotuner)]
+    try:
+        inputs = make_inputs(program, TUNING_SEED, "meta")
+        model = _build(module, program, "meta")
+        with _launches_compile_only(), _compile_only(tuners), torch.no_grad():
+            model(*inputs)
+    except Exception:
+        return False
+    return True
+
+
+@contextlib.contextmanager
+def _launches_compile_only() -> Iterator[None]:
+    """Every ``@triton.jit`` launch in this process compiles its kernel and launches nothing."""
+    from triton.runtime.jit import JITFunction
+
+    run = JITFunction.run
+
+    def warm_up(self, *args, **kwargs):
+        kwargs["warmup"] = True
+        return run(self, *args, **kwargs)
+
+    JITFunction.run = warm_up
+    try:
+        yield
+    finally:
+        JITFunction.run = run
 
 
 @contextlib.contextmanager
@@ -111,6 +157,19 @@ def _launch_once(kernel_call, quantiles=None) -> list[float]:
 
 
 @contextlib.contextmanager
+def _gpu_in_use(on_gpu: bool) -> Iterator[None]:
+    """The GPU shared (in a gated judge job) while this uses it, then left to the others."""
+    if on_gpu:
+        gpu_shared()
+    try:
+        yield
+    finally:
+        if on_gpu:
+            torch.cuda.synchronize()
+            gpu_unused()
+
+
+@contextlib.contextmanager
 def _gpu_alone(on_gpu: bool) -> Iterator[None]:
     """The GPU alone (in a gated judge job) for what is timed, then shared again."""
     if on_gpu:
@@ -124,13 +183,13 @@ def _gpu_alone(on_gpu: bool) -> Iterator[None]:
             gpu_shared()
 
 
-def _candidate_model(source: str, program, device: str):
-    """The candidate's module and its ``ModelNew``, built as the reference's ``Model`` is."""
-    module = _import_file(source)
-    with TORCH_STATE_LOCK:
+def _build(module, program, device: str):
+    """The candidate's ``ModelNew`` on ``device``, built as the reference's ``Model`` is (on
+    meta: its parameters made there, without data)."""
+    with TORCH_STATE_LOCK, torch.device(device if device == "meta" else "cpu"):
         torch.manual_seed(TUNING_SEED)
-        model = module.ModelNew(*program.get_init_inputs()).to(device)
-    return module, model
+        model = module.ModelNew(*program.get_init_inputs())
+    return model.to(device)
 
 
 def _import_file(source: str):

@@ -152,21 +152,18 @@ class GpuLock:
 
 
 class GpuHold:
-    """One job's hold on its slot's ``GpuLock``: exclusive, or shared and (given the job's
-    directory) moved between shared and exclusive at the job's requests (``gpu_gate``)."""
+    """One job's hold on its slot's ``GpuLock``: ``exclusive``, ``shared`` or ``none``; given the
+    job's directory, moved between them at the job's requests (``gpu_gate``)."""
 
-    def __init__(self, lock: GpuLock, exclusive: bool = False, gate_dir: Path | None = None):
+    def __init__(self, lock: GpuLock, state: str = "shared", gate_dir: Path | None = None):
         self._lock = lock
-        self._exclusive = exclusive
+        self._initial, self._state = state, "none"
         self._gate_dir = gate_dir
         self._stop = threading.Event()
         self._watcher: threading.Thread | None = None
 
     def __enter__(self) -> GpuHold:
-        if self._exclusive:
-            self._lock.acquire_exclusive()
-        else:
-            self._lock.acquire_shared()
+        self._set(self._initial)
         if self._gate_dir is not None:
             self._watcher = threading.Thread(target=self._serve, daemon=True)
             self._watcher.start()
@@ -175,11 +172,8 @@ class GpuHold:
     def __exit__(self, *exc) -> None:
         self._stop.set()
         if self._watcher is not None:
-            self._watcher.join()  # an upgrade in progress finishes first
-        if self._exclusive:
-            self._lock.release_exclusive()
-        else:
-            self._lock.release_shared()
+            self._watcher.join()  # a change in progress finishes first
+        self._set("none")
 
     def _serve(self) -> None:
         n = 0
@@ -189,17 +183,27 @@ class GpuHold:
                 state = request.read_text().strip()
             except OSError:
                 continue
-            self._set(state == "exclusive")
+            self._set(state if state in ("exclusive", "none") else "shared")
             with contextlib.suppress(OSError):  # a child killed meanwhile took its folder
                 gpu_gate.ack_path(self._gate_dir, n).write_text("")
             n += 1
 
-    def _set(self, exclusive: bool) -> None:
-        if exclusive and not self._exclusive:
-            self._lock.upgrade()
-        elif self._exclusive and not exclusive:
-            self._lock.downgrade()
-        self._exclusive = exclusive
+    def _set(self, state: str) -> None:
+        lock, now = self._lock, self._state
+        if (now, state) == ("shared", "exclusive"):
+            lock.upgrade()
+        elif (now, state) == ("exclusive", "shared"):
+            lock.downgrade()
+        elif state != now:
+            if now == "shared":
+                lock.release_shared()
+            elif now == "exclusive":
+                lock.release_exclusive()
+            if state == "shared":
+                lock.acquire_shared()
+            elif state == "exclusive":
+                lock.acquire_exclusive()
+        self._state = state
 
 
 @dataclass
@@ -282,9 +286,9 @@ def _reference_job(
         job_dir = work / kind
         spec = {**_job_spec(kind, config, slot), **fields, "gpu_gate": gated}
         _write_job(job_dir, spec, source, {})
-        with GpuHold(slot.gpu, gate_dir=job_dir if gated else None), _outputs(
-            job_dir, slot
-        ) as channel:
+        # a gated child (the compiler's) starts on the host alone and asks for the GPU
+        hold = GpuHold(slot.gpu, "none", job_dir) if gated else GpuHold(slot.gpu)
+        with hold, _outputs(job_dir, slot) as channel:
             result = box.run(str(job_dir), config.reference_timeout_s, str(work / "cache"))
         report = read_report(job_dir)
         if result.timed_out or result.memory_killed or result.server_lost or report is None:
@@ -579,7 +583,8 @@ def _judge_pair(reference_source: str, candidate_source: str, config: JudgeConfi
 def _run_job(run: _Run, job_dir: Path, cache: str, exclusive: bool = False
              ) -> tuple[JobResult, torch.Tensor | None]:
     """Run a candidate job; (how it ended, the outputs it sent)."""
-    with GpuHold(run.slot.gpu, exclusive), _outputs(job_dir, run.slot) as channel:
+    hold = GpuHold(run.slot.gpu, "exclusive" if exclusive else "shared")
+    with hold, _outputs(job_dir, run.slot) as channel:
         result = run.box.run(str(job_dir), run.config.timeout_s, cache)
     return result, channel.blob
 
@@ -757,7 +762,7 @@ def _baselines(work: Path, tref: Reference, run: _Run) -> dict:
     ref_dir = work / "time-reference"
     spec = {**_job_spec("reference_timing", config, slot, tref), "gpu_gate": True}
     _write_job(ref_dir, spec, tref.source, {})
-    with GpuHold(slot.gpu, gate_dir=ref_dir):  # compiles sharing the GPU, times it alone
+    with GpuHold(slot.gpu, "shared", ref_dir):  # compiles sharing the GPU, times it alone
         result = run.box.run(str(ref_dir), config.baseline_timeout_s, str(work / "ref-cache"))
     report = read_report(ref_dir) or {}
     run.note_child("baselines", report)
