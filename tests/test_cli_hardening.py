@@ -275,7 +275,7 @@ class FakePool:
     def __exit__(self, *exc) -> None:
         pass
 
-    def call(self, source, function, arguments, phase, exclusive=False) -> dict:
+    def call(self, source, function, arguments, phase, gated=False) -> dict:
         module, _, name = function.partition(":")
         return getattr(importlib.import_module(module), name)(source, **arguments)
 

@@ -94,7 +94,7 @@ class _InProcessPool:
     class config:  # noqa: N801 (stands in for a JudgeConfig)
         precision = "fp32"
 
-    def call(self, source, function, arguments, phase, exclusive=False) -> dict:
+    def call(self, source, function, arguments, phase, gated=False) -> dict:
         import importlib
 
         module, _, name = function.partition(":")
