@@ -89,6 +89,14 @@ def test_a_buffer_sliced_by_a_size_of_the_input_traces_with_known_shapes():
     check(BUFFER_SLICE, atol=1e-5, rtol=1.3e-6, equal_nan=False)
 
 
+def test_a_large_buffer_sliced_in_forward_is_read_from_the_buffer_not_copied():
+    # 8192 x 4 elements: written into ModelNew as a constant it would be refused (too large)
+    src = BUFFER_SLICE.replace("return [10, 4]", "return [8192, 4]")
+    candidate = compile_program(src, CompilerConfig(device="cpu"))
+    assert "self.table" in candidate and "_tensor_constant" not in candidate
+    check(src, atol=1e-5, rtol=1.3e-6, equal_nan=False)
+
+
 def test_a_large_constant_made_in_forward_is_refused():
     src = program("return a + torch.linspace(-1.0, 1.0, 5000) ** 3", [(5000,)])
     with pytest.raises(UnsupportedOperatorError, match="5000 elements"):

@@ -186,6 +186,9 @@ class _Tracer(fx.Tracer):
     def __init__(self, lowered: frozenset[type] | None) -> None:
         super().__init__()
         self.lowered = lowered
+        # buffers read in forward stay attributes (``self.cos[:s]``): folded into the graph as
+        # constants, a large one could not be written into ModelNew
+        self.proxy_buffer_attributes = True
 
     def is_leaf_module(self, m: torch.nn.Module, qualname: str) -> bool:
         return _is_leaf(self, m, qualname, super().is_leaf_module)
@@ -222,6 +225,7 @@ def _shape_tracer_class():
 
     class ShapeTracer(MetaTracer):
         lowered: frozenset[type] | None = None
+        proxy_buffer_attributes = True  # as _Tracer's
 
         def proxy(self, node: fx.Node) -> SizedProxy:
             return SizedProxy(node, self)
