@@ -123,9 +123,10 @@ def test_the_cpu_plan_judges_every_program(tmp_path):
     print(json.dumps(summary(rows)))
 
 
-def test_the_gpu_plan_loads_on_a_machine_without_or_tools():
+def test_the_gpu_plan_loads_and_filters_on_a_machine_without_or_tools():
     """A GPU host runs stored programs and never synthesizes: listing the GPU plan's problems
-    must not import OR-Tools (it is not installed there)."""
+    and running the synthesis filters on its stored programs must not import OR-Tools (it is
+    not installed there)."""
     import subprocess
     import sys
 
@@ -139,7 +140,11 @@ def test_the_gpu_plan_loads_on_a_machine_without_or_tools():
         "builtins.__import__ = block\n"
         "from drtriton.bench.plan import load_plan, plan_problems\n"
         "plan = load_plan(sys.argv[1])\n"
-        "print(sum(len(plan_problems(r, cost=False)) for r in plan.runs))\n"
+        "found = [p for r in plan.runs for p in plan_problems(r, cost=False)]\n"
+        "from drtriton.synth import check_program\n"
+        "stored = next(p.problem.record for p in found if p.problem.record is not None)\n"
+        "check_program(stored, 'meta', 'cpu')\n"
+        "print(len(found))\n"
         "assert 'ortools' not in sys.modules\n"
     )
     done = subprocess.run([sys.executable, "-c", code, str(REPO / "benchmarks/plans/gpu.toml")],
@@ -166,3 +171,57 @@ def test_rates_are_measured_by_running_the_probes():
 
     assert fma_tflops("cpu", elements=512, iters=2, repeats=1) > 0
     assert copy_gbs("cpu", nbytes=1 << 20, repeats=1) > 0
+
+
+def test_a_job_that_raises_is_reported_and_retried_and_the_others_are_kept(tmp_path, monkeypatch):
+    import drtriton.bench.run as bench_run
+
+    plan = load_plan(_plan(tmp_path, f'device = "cpu"\n[[runs]]\nsuite = "real"\n'
+                           f'folder = "{REAL}"\nscale = "cpu"\n'
+                           'only = ["gpt2_mlp_up", "llama_rmsnorm"]\n'))
+
+    def solve(problem, config, pool, fragment_pool=None):
+        if problem.id == "llama_rmsnorm":
+            raise RuntimeError("harness broke")
+        return {"status": "correct"}
+
+    monkeypatch.setattr(bench_run, "solve_problem", solve)
+    warnings = []
+    with pytest.raises(PlanError, match="1 of 2 rows.*llama_rmsnorm strict: RuntimeError"):
+        run_plan(plan, on_warning=warnings.append, unsafe_no_sandbox=True)
+    assert [r["problem"] for r in read_rows(plan.results_path())] == ["gpt2_mlp_up"]
+    assert "harness broke" in warnings[0]
+    monkeypatch.setattr(bench_run, "solve_problem", lambda p, *a, **k: {"status": "correct"})
+    rows = run_plan(plan, unsafe_no_sandbox=True)
+    assert sorted(r["problem"] for r in rows) == ["gpt2_mlp_up", "llama_rmsnorm"]
+    assert len(read_rows(plan.results_path())) == 2  # only the failed row was judged again
+
+
+def test_an_interrupt_stops_the_plan_at_once_keeping_finished_rows(tmp_path, monkeypatch):
+    import threading
+    import time
+
+    import drtriton.bench.run as bench_run
+
+    plan = load_plan(_plan(tmp_path, f'device = "cpu"\n[[runs]]\nsuite = "real"\n'
+                           f'folder = "{REAL}"\nscale = "cpu"\n'
+                           'only = ["gpt2_mlp_up", "llama_rmsnorm", "llama_gate_silu"]\n'))
+    release = threading.Event()
+
+    def solve(problem, config, pool, fragment_pool=None):
+        if problem.id != "gpt2_mlp_up":
+            release.wait(60)  # a long judging still running when the user presses Ctrl-C
+        return {"status": "correct"}
+
+    def on_row(row, total):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(bench_run, "solve_problem", solve)
+    started = time.perf_counter()
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            run_plan(plan, on_row, unsafe_no_sandbox=True)
+        assert time.perf_counter() - started < 20  # not held until the running jobs end
+        assert [r["problem"] for r in read_rows(plan.results_path())] == ["gpt2_mlp_up"]
+    finally:
+        release.set()

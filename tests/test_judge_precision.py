@@ -79,3 +79,15 @@ def test_exact_outputs_get_the_floor():
     far = (e.half()).float()  # fp16 rounding: inside 1e-2 tolerance, far above the floor
     cmp = compare_outputs((e,), [far], config, residuals=(residual,))
     assert not cmp.ok and "precision" in cmp.reason and cmp.oracle_err > PARITY_FLOOR
+
+
+def test_an_output_out_of_tolerance_says_which_side_the_oracle_is_on():
+    torch.manual_seed(0)
+    oracle = torch.randn(1000, dtype=torch.float64)
+    e = oracle.float()  # the reference: fp32 rounding of the oracle
+    residual = (oracle - e.double()).float()
+    wrong = e.clone()
+    wrong[:10] += 1.0  # a candidate far off on a few elements
+    cmp = compare_outputs((e,), [wrong], JudgeConfig(device="cpu"), residuals=(residual,))
+    assert not cmp.ok and "max_abs_err" in cmp.reason and "float64 oracle" in cmp.reason
+    assert cmp.oracle_err > 1e-2 and cmp.reference_oracle_err < 1e-6

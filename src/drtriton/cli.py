@@ -927,6 +927,9 @@ def _bench_plan(path: Path, unsafe_no_sandbox: bool) -> None:
             rows = run_plan(plan, on_row, unsafe_no_sandbox=unsafe_no_sandbox, on_warning=warn)
         except (PlanError, ValueError, FileNotFoundError, SandboxUnavailable) as exc:
             fail(str(exc))
+        except KeyboardInterrupt:
+            fail(f"interrupted: every finished row is in {plan.results_path()}; run the same "
+                 "command again to resume", code=130)
     table = [{k: ("n/a" if v is None else f"{v:.2f}" if isinstance(v, float) else v)
               for k, v in r.items()} for r in summary(rows)]
     if table:

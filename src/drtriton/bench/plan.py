@@ -249,6 +249,7 @@ def run_plan(plan: Plan, on_row: Callable[[dict, int], None] | None = None,
         if on_row is not None:
             on_row(row, total)
     todo = [w for w in work if _key(*w) not in done]
+    failed: list[str] = []
     with path.open("a") as results:
         # One pool per judge setting: its reference runs are shared by its rows, and baselines
         # are cached on disk across settings.
@@ -257,20 +258,44 @@ def run_plan(plan: Plan, on_row: Callable[[dict, int], None] | None = None,
                                 timeout_s=plan.timeout_s, unsafe_no_sandbox=unsafe_no_sandbox)
             batch = [w for w in todo if (w[2], w[3]) == (mode, preset)]
             for row in _judge_batch(plan, judge, batch, stamp):
+                if "plan_error" in row:  # not written: a rerun judges it again
+                    failed.append(row["plan_error"])
+                    if on_warning is not None:
+                        on_warning(row["plan_error"])
+                    continue
                 results.write(json.dumps(row) + "\n")
                 results.flush()  # a killed run keeps every finished row
                 rows.append(row)
                 if on_row is not None:
                     on_row(row, total)
+    if failed:
+        raise PlanError(f"{len(failed)} of {total} rows could not be judged (not recorded; a rerun "
+                        f"retries them), the first: {failed[0]}")
     return rows
 
 
 def _judge_batch(plan: Plan, judge, batch: list, stamp: dict):
-    """Rows of ``batch`` as they finish, every judge slot busy (each GPU's sandboxes)."""
+    """Rows of ``batch`` as they finish, every judge slot busy (each GPU's sandboxes). A job
+    that raises yields ``{"plan_error": ...}`` and the others go on. On an interrupt the queued
+    jobs are dropped and the pool's sandboxes killed at once (not waited for)."""
     import contextlib
 
     from drtriton.bench.run import solve_problem
     from drtriton.judge import JudgePool
+
+    def solve(job) -> dict:
+        run, item, mode, preset = job
+        config = BenchConfig(policy=run.policy, mode=mode, preset=preset, search=run.search,
+                             device=plan.device, timeout_s=plan.timeout_s,
+                             unsafe_no_sandbox=judge.unsafe_no_sandbox)
+        started = time.perf_counter()
+        try:
+            solved = solve_problem(item.problem, config, pool, fragment_pool)
+        except Exception as exc:  # a harness fault, not the candidate's: reported, not a row
+            where = f"{item.suite}/{item.problem.id} {mode}"
+            return {"plan_error": f"{where}: {type(exc).__name__}: {exc}"[:400]}
+        solved.setdefault("wall_s", round(time.perf_counter() - started, 3))
+        return _plan_row(item, run, mode, preset, solved, stamp)
 
     with contextlib.ExitStack() as stack:
         pool = stack.enter_context(JudgePool(judge))
@@ -279,20 +304,12 @@ def _judge_batch(plan: Plan, judge, batch: list, stamp: dict):
             from drtriton.search import fragment_judge_config
 
             fragment_pool = stack.enter_context(JudgePool(fragment_judge_config(judge)))
-        executor = stack.enter_context(ThreadPoolExecutor(pool.size))
-
-        def solve(job) -> dict:
-            run, item, mode, preset = job
-            config = BenchConfig(policy=run.policy, mode=mode, preset=preset, search=run.search,
-                                 device=plan.device, timeout_s=plan.timeout_s,
-                                 unsafe_no_sandbox=judge.unsafe_no_sandbox)
-            started = time.perf_counter()
-            solved = solve_problem(item.problem, config, pool, fragment_pool)
-            solved.setdefault("wall_s", round(time.perf_counter() - started, 3))
-            return _plan_row(item, run, mode, preset, solved, stamp)
-
-        for future in as_completed([executor.submit(solve, job) for job in batch]):
-            yield future.result()
+        executor = ThreadPoolExecutor(pool.size)
+        try:
+            for future in as_completed([executor.submit(solve, job) for job in batch]):
+                yield future.result()
+        finally:  # normal end: every job is done; an interrupt: drop the queue, kill the pools
+            executor.shutdown(wait=False, cancel_futures=True)
 
 
 # ---- reporting -----------------------------------------------------------------------------

@@ -4,8 +4,12 @@ its float64 one."""
 
 from __future__ import annotations
 
-from drtriton.synth.dag import _Draft
+from typing import TYPE_CHECKING
+
 from drtriton.synth.programs import SynthProgram
+
+if TYPE_CHECKING:  # the filters run stored programs where CP-SAT (OR-Tools) may be missing
+    from drtriton.synth.dag import _Draft
 
 
 # ----------------------------------------------------------------------------- quality filters
