@@ -126,7 +126,11 @@ def _forward_statements(candidate: str) -> list[ast.stmt]:
 
 
 def _allowed(stmt: ast.stmt) -> bool:
-    """Allocation, .contiguous(), .device, a kernel launch ``k[grid](...)``, or return of views."""
+    """Allocation, .contiguous(), .device, a kernel launch ``k[grid](...)``, return of views, or
+    the refusal of the mode forward was not compiled for."""
+    if isinstance(stmt, ast.If):
+        return (ast.unparse(stmt.test).startswith("self.training is not ")
+                and [type(s) for s in stmt.body] == [ast.Raise] and not stmt.orelse)
     if isinstance(stmt, ast.Return):
         return "torch." not in ast.unparse(stmt)
     value = stmt.value if isinstance(stmt, ast.Assign | ast.Expr) else None

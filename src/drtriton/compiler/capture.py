@@ -35,6 +35,8 @@ class Captured:
     preamble: str  # module-level constants/classes the constructor needs
     input_names: list[str]
     example_inputs: list
+    training: bool = True  # the mode Model was in when traced (as its constructor left it)
+    mode_dependent: bool = False  # whether forward differs between training and eval mode
 
 
 def node_line(node: fx.Node, lines: list[str]) -> tuple[int, str]:
@@ -77,7 +79,26 @@ def capture(source: str, lowered: frozenset[type] | None = None) -> Captured:
                 ShapeProp(gm).propagate(*inputs)
     names = [n.target for n in gm.graph.nodes if n.op == "placeholder"]
     init_src, preamble = extract_init(source)
-    return Captured(gm, model, source.splitlines(), init_src, preamble, names, inputs)
+    return Captured(gm, model, source.splitlines(), init_src, preamble, names, inputs,
+                    model.training, mode_dependent(model, source))
+
+
+def mode_dependent(model: torch.nn.Module, source: str) -> bool:
+    """Whether ``model``'s forward may compute differently in training and in eval mode: it
+    reads ``.training`` (its own code, or a traced-through helper's), or holds a module that
+    does (batch norm with running statistics, dropout, recurrent or attention dropout). The
+    compiled forward is specialised to the traced mode, so it must refuse the other."""
+    if re.search(r"\.training\b|\btraining\s*=", source):
+        return True
+    nn = torch.nn
+    for m in model.modules():
+        if isinstance(m, nn.modules.batchnorm._NormBase) and m.track_running_stats:
+            return True
+        if isinstance(m, nn.modules.dropout._DropoutNd) and m.p > 0:
+            return True
+        if isinstance(m, nn.RNNBase | nn.MultiheadAttention) and m.dropout > 0:
+            return True
+    return False
 
 
 def _refuse_random_constants(gm: fx.GraphModule, model: torch.nn.Module, module, inputs,
@@ -362,11 +383,32 @@ def extract_init(source: str) -> tuple[str, str]:
                     needed.append(sub.id)
                     visit(defs[sub.id])
 
-    visit(init)
+    body = _class_body(model, init)  # what ModelNew's constructor reads of the class
+    for stmt in body:
+        visit(stmt)
     order = [s for s in tree.body if any(defs.get(n) is s for n in needed)]
     heads = [f"import {aliases[n]} as {n}" if aliases[n] != n else f"import {n}" for n in imports]
     pre = "\n\n".join(["\n".join(heads)] * bool(heads)
                        + [ast.unparse(fixer.visit(s)) for s in order])
-    init_fixed = fixer.visit(init)
-    text = ast.unparse(init_fixed)
-    return "\n".join("    " + ln for ln in text.splitlines()), pre
+    text = "\n\n".join(ast.unparse(fixer.visit(stmt)) for stmt in body)
+    return "\n".join("    " + ln if ln else ln for ln in text.splitlines()), pre
+
+
+def _class_body(model: ast.ClassDef, init: ast.FunctionDef) -> list[ast.stmt]:
+    """``Model``'s class attributes (``expansion = 4``), the methods its constructor calls
+    through ``self`` (``self._make_layer(...)``, transitively), then ``__init__``: ModelNew
+    is built by the same code, so it must find the same names. ``forward`` is compiled."""
+    methods = {s.name: s for s in model.body if isinstance(s, ast.FunctionDef)
+               and s.name not in ("__init__", "forward")}
+    reached: list[str] = []
+    todo: list[ast.AST] = [init]
+    while todo:
+        for sub in ast.walk(todo.pop()):
+            if (isinstance(sub, ast.Attribute) and isinstance(sub.value, ast.Name)
+                    and sub.value.id in ("self", "cls") and sub.attr in methods
+                    and sub.attr not in reached):
+                reached.append(sub.attr)
+                todo.append(methods[sub.attr])
+    attributes = [s for s in model.body if isinstance(s, ast.Assign | ast.AnnAssign)]
+    kept = [s for s in model.body if isinstance(s, ast.FunctionDef) and s.name in reached]
+    return [*attributes, *kept, init]

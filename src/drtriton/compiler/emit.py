@@ -29,7 +29,7 @@ def emit(cap: Captured, prog: Program, config: CompilerConfig) -> str:
     args = ", ".join(["self", *prog.input_names])
     first = prog.input_names[0] if prog.input_names else None
     dev = f"{first}.device" if first else "next(self.parameters()).device"
-    body = [f"dev = {dev}", *prog.body]
+    body = [*_mode_guard(cap), f"dev = {dev}", *prog.body]
     model = [
         "class ModelNew(torch.nn.Module):",
         cap.init_src.rstrip("\n"),
@@ -40,3 +40,18 @@ def emit(cap: Captured, prog: Program, config: CompilerConfig) -> str:
     ]
     parts.append("\n".join(model) + "\n")
     return "\n\n".join(p.rstrip("\n") + "\n" for p in parts)
+
+
+def _mode_guard(cap: Captured) -> list[str]:
+    """Lines that refuse a call in the mode ``forward`` was not compiled for, where the two
+    modes compute differently (batch statistics or running ones, dropout): never a silently
+    wrong result after ``model.eval()``."""
+    if not cap.mode_dependent:
+        return []
+    mode, other, call = (("training", "eval", "eval") if cap.training
+                         else ("eval", "training", "train"))
+    message = (f"this ModelNew was compiled with Model in {mode} mode and its forward differs "
+               f"in {other} mode (batch norm statistics, dropout): compile a Model whose "
+               f"__init__ ends with self.{call}()")
+    return [f"if self.training is not {cap.training}:",
+            f"    raise RuntimeError({message!r})"]

@@ -1,0 +1,140 @@
+"""What ModelNew keeps of the reference's class: its attributes, the methods its constructor
+calls, and the mode (training or eval) its forward was compiled for."""
+
+from __future__ import annotations
+
+import os
+
+os.environ.setdefault("TRITON_INTERPRET", "1")
+
+import types  # noqa: E402
+
+import pytest  # noqa: E402
+import torch  # noqa: E402
+
+from compiler_cases.harness import check  # noqa: E402
+from drtriton.compiler import CompilerConfig, compile_program  # noqa: E402
+
+CLASS_ATTRIBUTES = '''
+import torch
+import torch.nn as nn
+
+
+class Model(nn.Module):
+    expansion = 4
+    groups: int = 2
+
+    def __init__(self, c):
+        super().__init__()
+        self.body = self._make(c)
+        self.scale = self.expansion * 0.25
+
+    def _make(self, c):
+        return nn.Sequential(self._conv(c), nn.ReLU())
+
+    def _conv(self, c):
+        return nn.Conv2d(c, c * self.expansion // 4, 3, padding=1, groups=self.groups)
+
+    def not_called_by_the_constructor(self):
+        import numpy
+        return numpy.zeros(1)
+
+    def forward(self, x):
+        return self.body(x) * self.scale * self.expansion
+
+
+def get_inputs():
+    return [torch.randn(1, 4, 5, 5)]
+
+
+def get_init_inputs():
+    return [4]
+'''
+
+BATCH_NORM = '''
+import torch
+import torch.nn as nn
+
+
+class Model(nn.Module):
+    def __init__(self, c, inference):
+        super().__init__()
+        self.conv = nn.Conv2d(c, c, 3, padding=1)
+        self.bn = nn.BatchNorm2d(c)
+        self.drop = nn.Dropout(0.2)
+        with torch.no_grad():
+            self.bn.running_mean.uniform_(-1, 1)
+            self.bn.running_var.uniform_(0.5, 2)
+        if inference:
+            self.eval()
+
+    def forward(self, x):
+        return self.drop(torch.relu(self.bn(self.conv(x))))
+
+
+def get_inputs():
+    return [torch.randn(2, 3, 6, 6)]
+
+
+def get_init_inputs():
+    return [3, INFERENCE]
+'''
+
+NO_MODE = '''
+import torch
+import torch.nn as nn
+
+
+class Model(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.fc = nn.Linear(8, 4)
+
+    def forward(self, x):
+        return torch.relu(self.fc(x))
+
+
+def get_inputs():
+    return [torch.randn(3, 8)]
+
+
+def get_init_inputs():
+    return []
+'''
+
+
+def _model_new(candidate: str, *init):
+    module = types.ModuleType("candidate")
+    exec(compile(candidate, "<candidate>", "exec"), module.__dict__)
+    return module.ModelNew(*init)
+
+
+@pytest.mark.parametrize("mode", ["strict", "hybrid"])
+def test_class_attributes_and_constructor_helpers_are_kept(mode):
+    candidate = check(CLASS_ATTRIBUTES, mode)
+    assert "not_called_by_the_constructor" not in candidate  # forward is compiled, not copied
+
+
+@pytest.mark.parametrize("mode", ["strict", "hybrid"])
+def test_a_model_built_in_eval_mode_compiles_for_eval_mode(mode):
+    source = BATCH_NORM.replace("INFERENCE", "True")
+    candidate = check(source, mode)  # running statistics, no dropout: PyTorch's eval forward
+    model = _model_new(candidate, 3, True)
+    with pytest.raises(RuntimeError, match="compiled with Model in eval mode"):
+        model.train()(torch.randn(2, 3, 6, 6))
+
+
+def test_a_forward_compiled_in_training_mode_refuses_eval_mode():
+    source = BATCH_NORM.replace("INFERENCE", "False").replace("nn.Dropout(0.2)", "nn.Identity()")
+    candidate = check(source, "strict")  # batch statistics, as PyTorch trains
+    model = _model_new(candidate, 3, False)
+    with pytest.raises(RuntimeError, match="training mode.*ends with self.eval"):
+        model.eval()(torch.randn(2, 3, 6, 6))
+
+
+def test_a_forward_the_same_in_both_modes_runs_in_both():
+    candidate = compile_program(NO_MODE, CompilerConfig(device="cpu"))
+    assert "self.training" not in candidate
+    model = _model_new(candidate).eval()
+    with torch.no_grad():
+        assert model(torch.randn(3, 8)).shape == (3, 4)
