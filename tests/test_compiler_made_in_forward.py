@@ -209,3 +209,49 @@ def test_inputs_that_need_real_data_still_capture():
         "def get_inputs():\n", "def get_inputs():\n    assert int(torch.tensor(3).item()) == 3\n")
     assert "assert int(torch.tensor(3).item())" in source
     check(source)
+
+
+WINDOWS = '''
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+
+def window_reverse(windows, window, H, W):
+    B = int(windows.shape[0] / (H * W / window / window))
+    x = windows.view(B, H // window, W // window, window, window, -1)
+    return x.permute(0, 1, 3, 2, 4, 5).contiguous().view(B, H, W, -1)
+
+
+class Model(nn.Module):
+    def __init__(self, dim, window):
+        super().__init__()
+        self.window = window
+        self.proj = nn.Linear(dim, dim)
+
+    def forward(self, x):
+        B, H, W, C = x.shape
+        pad = (self.window - W % self.window) % self.window
+        if pad > 0:  # Python control flow on sizes: the shape tracer makes them ints
+            x = F.pad(x, (0, 0, 0, pad, 0, pad))
+        _, Hp, Wp, _ = x.shape
+        w = x.view(B, Hp // self.window, self.window, Wp // self.window, self.window, C)
+        w = w.permute(0, 1, 3, 2, 4, 5).reshape(-1, self.window * self.window, C)
+        w = self.proj(w)  # a kept module: its output's shape comes from meta weights
+        keep = (1,) * (w.ndim - 1)
+        y = window_reverse(w * torch.ones(keep, device=x.device), self.window, Hp, Wp)
+        return y[:, :H, :W, :]
+
+
+def get_inputs():
+    return [torch.randn(2, 5, 5, 4)]
+
+
+def get_init_inputs():
+    return [4, 2]
+'''
+
+
+@pytest.mark.parametrize("mode", ["strict", "hybrid"])
+def test_sizes_of_a_kept_modules_output_are_ints_under_the_shape_tracer(mode):
+    check(WINDOWS, mode)

@@ -240,6 +240,25 @@ def _shape_tracer_class():
             args = (self,) if dim is None else (self, dim)
             return self.tracer.create_proxy("call_method", "size", args, {})
 
+        def dim(self) -> int | fx.Proxy:
+            meta = getattr(self, "_tensor_meta", None)
+            return meta.dim() if meta is not None else self.tracer.create_proxy(
+                "call_method", "dim", (self,), {})
+
+        def numel(self) -> int | fx.Proxy:
+            meta = getattr(self, "_tensor_meta", None)
+            return meta.numel() if meta is not None else self.tracer.create_proxy(
+                "call_method", "numel", (self,), {})
+
+        def __getattr__(self, attr: str):
+            # ``x.shape`` and ``x.ndim`` as plain ints where the shape is known, as ``size()``:
+            # code computes with them (``int(w.shape[0] / (H * W))``, ``(1,) * (x.ndim - 1)``)
+            if attr in ("shape", "ndim"):
+                meta = self.__dict__.get("_tensor_meta")
+                if meta is not None:
+                    return getattr(meta, attr)
+            return super().__getattr__(attr)
+
         @property
         def is_nested(self) -> bool:  # traced tensors are never nested
             return False
@@ -254,7 +273,33 @@ def _shape_tracer_class():
         def is_leaf_module(self, m: torch.nn.Module, qualname: str) -> bool:
             return _is_leaf(self, m, qualname, super().is_leaf_module)
 
+        def create_proxy(self, kind, target, args, kwargs, *rest, **options):
+            if kind == "call_module":  # the module's output shape, from meta weights
+                self.orig_forward = _on_meta(self.root.get_submodule(target))
+            return super().create_proxy(kind, target, args, kwargs, *rest, **options)
+
     return ShapeTracer
+
+
+def _on_meta(module: torch.nn.Module):
+    """``module``'s forward with its parameters and buffers on the meta device (no copies of
+    data): the shape tracer runs a kept module on meta inputs to know its output's shape, and
+    the module's own CPU weights would not mix with them. The forward is called directly, not
+    through ``__call__``, which the tracer has patched; the weights are put back after."""
+    def forward(*args, **kwargs):
+        saved = []
+        for sub in module.modules():
+            for table in (sub._parameters, sub._buffers):
+                for name, value in table.items():
+                    if value is not None:
+                        saved.append((table, name, value))
+                        table[name] = value.detach().to("meta")
+        try:
+            return type(module).forward(module, *args, **kwargs)
+        finally:
+            for table, name, value in saved:
+                table[name] = value
+    return forward
 
 
 def _shape_tracer() -> fx.Tracer:
