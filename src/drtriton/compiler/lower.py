@@ -410,8 +410,8 @@ class Lowering(Reductions):
                 raise UnsupportedOperatorError("output", line, text, "non-tensor output")
             self.extra_live = [o for j, o in enumerate(vals) if j > i and isinstance(o, ir.Expr)]
             self.cur_labels = list(self.labels.get(src, [])) if isinstance(src, fx.Node) else []
-            if isinstance(v, ir.Const):
-                v = ir.Op((), v.dtype, "cast", (v,), ())
+            if isinstance(v, ir.Const):  # a literal in kernels: give it one value per element
+                v = ir.reshape(ir.arange(max(1, ir.numel(v.shape)), v.value, 0, v.dtype), v.shape)
             others = [o for j, o in enumerate(vals) if j != i and isinstance(o, ir.Expr)]
             if (isinstance(v, ir.Load) and self._own_buffer(v.buf)
                     and not (v.offset == 0 and _contig(v.shape, v.strides))

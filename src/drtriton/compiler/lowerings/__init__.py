@@ -9,6 +9,7 @@ from drtriton.compiler.lowerings import (
     elementwise,
     layers,
     losses,
+    made,
     modules,
     recurrent,
     reductions,
@@ -17,5 +18,6 @@ from drtriton.compiler.lowerings import (
 )
 
 __all__ = [
-    "elementwise", "layers", "losses", "modules", "recurrent", "reductions", "resample", "views",
+    "elementwise", "layers", "losses", "made", "modules", "recurrent", "reductions", "resample",
+    "views",
 ]

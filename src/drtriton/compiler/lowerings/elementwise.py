@@ -357,6 +357,22 @@ def _tanhshrink(L, x):
     return ir.op("sub", x, ir.op("tanh", x))
 
 
+@fn(F.glu)
+def glu(L, x, dim: int = -1) -> ir.Expr:
+    """``a * sigmoid(b)`` of the two halves of ``x`` along ``dim`` (views, no copy)."""
+    x = _f(L.t(x))
+    d = dim % len(x.shape)
+    n = x.shape[d]
+    if n % 2:
+        raise Unsupported(f"glu of an odd size {n} along dim {dim}")
+    half = x.shape[:d] + (n // 2,) + x.shape[d + 1:]
+
+    def part(start: int) -> ir.Expr:
+        return ir.view(x, half, tuple((k, start if k == d else 0, 1) for k in range(len(half))))
+
+    return ir.op("mul", part(0), ir.op("sigmoid", part(n // 2)))
+
+
 @fn(torch.triu)
 @method("triu")
 def _triu(L, x, diagonal=0):
@@ -410,6 +426,12 @@ def _to(L, x, *args, **kw):
         if isinstance(a, torch.dtype):
             dtype = a
     return ir.cast(L.t(x), dtype) if dtype is not None else L.t(x)
+
+
+@method("type_as")
+def _type_as(L, x, other):
+    """``x`` cast to ``other``'s dtype (Llama's RMSNorm: ``(...).type_as(x)``); same: itself."""
+    return ir.cast(L.t(x), L.t(other).dtype)
 
 
 @method("contiguous", "clone", "detach", "cpu", "cuda", "requires_grad_")

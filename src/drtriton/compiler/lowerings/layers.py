@@ -13,6 +13,7 @@ from drtriton.compiler.lower import Lowering, Unsupported
 from drtriton.compiler.lower import _tuple as ntuple
 from drtriton.compiler.lowerings.reductions import _channel
 from drtriton.compiler.lowerings.registry import _f, fn, method
+from drtriton.compiler.lowerings.views import take
 
 # ------------------------------------------------------------------ matmul and linear
 
@@ -291,21 +292,91 @@ for _n, (_a, _m) in enumerate([(F.avg_pool1d, F.max_pool1d), (F.avg_pool2d, F.ma
         fn(getattr(F, f"max_pool{_n}d_with_indices"))(_mp)
 
 
-def adaptive_avg(L, nsp, x, output_size):
-    x = L.t(x)
-    outs = ntuple(output_size, nsp) if output_size is not None else x.shape[-nsp:]
+def adaptive(L: Lowering, kind: str, nsp: int, x, output_size) -> ir.Expr:
+    """Adaptive average or max pooling: output i of a dim of size n to o pools the window
+    ``[floor(i * n / o), ceil((i + 1) * n / o))``, as PyTorch does. Windows are products of one
+    interval per dim, so non-dividing sizes pool one dim after another (a mean of means over
+    intervals is the mean over their product; likewise max)."""
+    x = _f(L.t(x))
+    if len(x.shape) not in (nsp + 1, nsp + 2):
+        raise Unsupported(f"adaptive pooling of a rank-{len(x.shape)} input over {nsp} dims")
     ins = x.shape[-nsp:]
-    outs = tuple(i if o is None else o for i, o in zip(ins, outs, strict=True))
+    if not isinstance(output_size, list | tuple):
+        output_size = (output_size,) * nsp
+    if len(output_size) != nsp:
+        raise Unsupported(f"adaptive pooling to {len(output_size)} sizes over {nsp} dims")
+    outs = tuple(i if o is None else int(o) for i, o in zip(ins, output_size, strict=True))
+    if min(outs) < 1:
+        raise Unsupported(f"adaptive pooling to an empty output {outs}")
+    first = len(x.shape) - nsp
     if all(o == 1 for o in outs):
-        return L.reduce("mean", x, tuple(range(len(x.shape) - nsp, len(x.shape))), True)
-    if any(i % o for i, o in zip(ins, outs, strict=True)):
-        raise Unsupported("adaptive pooling with non-divisible sizes")
-    k = tuple(i // o for i, o in zip(ins, outs, strict=True))
-    return pool(L, "avg", nsp, x, k, k)
+        return L.reduce("mean" if kind == "avg" else "amax", x, tuple(range(first, len(x.shape))),
+                        True)
+    if not any(i % o for i, o in zip(ins, outs, strict=True)):
+        k = tuple(i // o for i, o in zip(ins, outs, strict=True))
+        return pool(L, kind, nsp, x, k, k)
+    for j, o in enumerate(outs):
+        x = _adaptive_dim(L, kind, x, first + j, o)
+    return x
+
+
+def adaptive_avg(L: Lowering, nsp: int, x, output_size) -> ir.Expr:
+    return adaptive(L, "avg", nsp, x, output_size)
+
+
+def _adaptive_dim(L: Lowering, kind: str, x: ir.Expr, d: int, o: int) -> ir.Expr:
+    """Adaptive pooling of dim ``d`` alone to size ``o``."""
+    n = x.shape[d]
+    reduce = "mean" if kind == "avg" else "amax"
+    if n == o:
+        return x
+    if n % o == 0:  # equal windows of n // o: a reshape, reduced over the window dim
+        return L.reduce(reduce, ir.reshape(x, x.shape[:d] + (o, n // o) + x.shape[d + 1:]), d + 1)
+    starts = [i * n // o for i in range(o)]
+    ends = [-(-(i + 1) * n // o) for i in range(o)]
+    k = max(e - s for s, e in zip(starts, ends, strict=True))
+    # tap t of window i reads s + t; past the window's end max pooling re-reads its last element
+    # (the max is unchanged) and average pooling reads -1, which ``take`` returns as 0
+    past = {"max": lambda e: e - 1, "avg": lambda e: -1}[kind]
+    taps = [s + t if s + t < e else past(e) for s, e in zip(starts, ends, strict=True)
+            for t in range(k)]
+    rank = len(x.shape)
+    wide = x.shape[:d] + (o * k,) + x.shape[d + 1:]
+    index = _constant(L, f"made_taps_{kind}_{n}_{o}", taps, torch.int64)
+    index = ir.broadcast_to(ir.reshape(index, tuple(o * k if q == d else 1 for q in range(rank))),
+                            wide)
+    windows = ir.reshape(take(L, x, d, index), x.shape[:d] + (o, k) + x.shape[d + 1:])
+    if kind == "max":
+        return L.reduce("amax", windows, d + 1)
+    sizes = [float(e - s) for s, e in zip(starts, ends, strict=True)]
+    sizes = _constant(L, f"made_sizes_{n}_{o}_{str(x.dtype)[6:]}", sizes, x.dtype)
+    sizes = ir.reshape(sizes, tuple(o if q == d else 1 for q in range(rank)))
+    return ir.op("div", L.reduce("sum", windows, d + 1), sizes)
+
+
+def _constant(L: Lowering, name: str, values: list, dtype: torch.dtype) -> ir.Expr:
+    """A 1-D constant the compiler computed (a buffer made once, an arange or a scalar); one
+    buffer per ``name`` (the name determines the values)."""
+    if name in L.params:  # made already: e.g. the other dim of a square pooling
+        return L.param(name)
+    return L._traced_constant(name, torch.tensor(values, dtype=dtype))
 
 
 for _n, _f_ in enumerate([F.adaptive_avg_pool1d, F.adaptive_avg_pool2d, F.adaptive_avg_pool3d], 1):
-    fn(_f_)(lambda L, x, output_size, _n=_n: adaptive_avg(L, _n, x, output_size))
+    fn(_f_)(lambda L, x, output_size, _n=_n: adaptive(L, "avg", _n, x, output_size))
+
+
+def _adaptive_max(nsp: int):
+    def h(L, x, output_size, return_indices=False):
+        if return_indices:
+            raise Unsupported("adaptive max pooling with return_indices=True")
+        return adaptive(L, "max", nsp, x, output_size)
+
+    return h
+
+
+for _n, _f_ in enumerate([F.adaptive_max_pool1d, F.adaptive_max_pool2d, F.adaptive_max_pool3d], 1):
+    fn(_f_)(_adaptive_max(_n))
 
 
 # ------------------------------------------------------------------ einsum

@@ -12,13 +12,14 @@ from drtriton.compiler.lowerings.elementwise import (
     _logsigmoid,
     elu,
     gelu,
+    glu,
     hardsigmoid,
     hardtanh,
     leaky_relu,
     silu,
     softplus,
 )
-from drtriton.compiler.lowerings.layers import adaptive_avg, conv, linear, pool
+from drtriton.compiler.lowerings.layers import adaptive, adaptive_avg, conv, linear, pool
 from drtriton.compiler.lowerings.reductions import (
     batch_norm,
     group_norm,
@@ -104,6 +105,19 @@ def _m_avgpool(L, m, p, x):
 def _m_adaptive(L, m, p, x):
     nsp = {nn.AdaptiveAvgPool1d: 1, nn.AdaptiveAvgPool2d: 2, nn.AdaptiveAvgPool3d: 3}[type(m)]
     return adaptive_avg(L, nsp, x, m.output_size)
+
+
+@module(nn.AdaptiveMaxPool1d, nn.AdaptiveMaxPool2d, nn.AdaptiveMaxPool3d)
+def _m_adaptive_max(L, m, p, x):
+    nsp = {nn.AdaptiveMaxPool1d: 1, nn.AdaptiveMaxPool2d: 2, nn.AdaptiveMaxPool3d: 3}[type(m)]
+    if m.return_indices:
+        raise Unsupported("adaptive max pooling with return_indices=True")
+    return adaptive(L, "max", nsp, x, m.output_size)
+
+
+@module(nn.GLU)
+def _m_glu(L, m, p, x):
+    return glu(L, x, m.dim)
 
 
 def _act(f):

@@ -46,6 +46,8 @@ def _getattr(L, x, name):
             return ir.transpose(x, -2, -1)
         if name == "dtype":
             return x.dtype
+        if name == "ndim":  # static, as the shape is
+            return len(x.shape)
         if name == "device":  # the candidate runs where its inputs are: constructors ignore it
             return DEVICE
         raise Unsupported(f"attribute .{name}")
@@ -157,6 +159,30 @@ def _expand_as(L, x, other):
     return ir.broadcast_to(L.t(x), other.shape)
 
 
+@method("repeat")
+def repeat(L, x, *sizes) -> ir.Expr:
+    """``x.repeat(*sizes)``: ``x`` (with leading dims of 1 up to ``len(sizes)``) tiled ``sizes[k]``
+    times along dim k: each dim ``s`` becomes a broadcast ``(r, s)`` pair, merged (no copy)."""
+    x, reps = L.t(x), _shape_args(sizes)
+    lead = len(reps) - len(x.shape)
+    if lead < 0 or min(reps, default=1) < 1:
+        raise Unsupported(f"repeat by {reps} of a rank-{len(x.shape)} tensor (fewer sizes than "
+                          "dims, or an empty result)")
+    shape = (1,) * lead + x.shape
+    pairs = tuple(v for s in shape for v in (1, s))
+    wide = tuple(v for r, s in zip(reps, shape, strict=True) for v in (r, s))
+    y = ir.broadcast_to(ir.reshape(x, pairs), wide)
+    return ir.reshape(y, tuple(r * s for r, s in zip(reps, shape, strict=True)))
+
+
+@fn(torch.tile)
+@method("tile")
+def _tile(L, x, *dims):
+    """``torch.tile``: ``repeat`` with fewer sizes than dims padded by leading 1s."""
+    x, dims = L.t(x), _shape_args(dims)
+    return repeat(L, x, *((1,) * (len(x.shape) - len(dims)) + tuple(dims)))
+
+
 @fn(torch.broadcast_to)
 def _broadcast_to(L, x, shape):
     return _expand(L, x, *shape)
@@ -222,7 +248,12 @@ def _chunk(L, x, chunks, dim=0):
 
 @fn(torch.split)
 @method("split")
-def _split(L, x, split_size_or_sections, dim=0):
+def _split(L, x, split_size_or_sections=None, dim=0, *, split_size=None):
+    """``torch.split(x, split_size_or_sections)``; the method names it ``split_size``."""
+    if split_size_or_sections is None:
+        split_size_or_sections = split_size
+    if split_size_or_sections is None:
+        raise Unsupported("split without a size")
     x = L.t(x)
     d = dim % len(x.shape)
     n = x.shape[d]
