@@ -1,0 +1,53 @@
+#!/usr/bin/env bash
+# Run a benchmark plan on a lent GPU machine from an archive of one commit, resuming from the
+# results file the working tree carries, and leave the results and the judge's caches in $OUT.
+#   git archive SHA -o scratch/head.tar            # on this machine, once per commit
+#   bash benchmarks/remote_plan.sh SHA SECONDS [PLAN]   # on the lent machine (carry scratch, .deb)
+# Optional carried inputs: .deb/*.deb (bubblewrap, unpacked under /opt/bw), scratch/whl/*.whl
+# (packages the image lacks), scratch/carry/xdg.tar.gz (baseline and tuning caches of an
+# earlier call). Rows are keyed by the archive's source tree, so calls at one commit add up.
+set -u
+SHA=$1; SECS=$2; PLAN=${3:-benchmarks/plans/gpu.toml}
+ROOT=$PWD
+export PYTHONUNBUFFERED=1 NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 \
+  NVSHMEM_DISABLE_NVLS=1
+if [ -d .deb ] && [ ! -x /opt/bw/usr/bin/bwrap ]; then
+  mkdir -p /opt/bw; for f in .deb/*.deb; do dpkg -x "$f" /opt/bw; done
+fi
+if [ -x /opt/bw/usr/bin/bwrap ]; then
+  /opt/bw/usr/bin/bwrap --version >/dev/null 2>&1 \
+    || export LD_LIBRARY_PATH=/opt/bw/lib/x86_64-linux-gnu:/opt/bw/usr/lib/x86_64-linux-gnu
+  export DRTRITON_BWRAP=/opt/bw/usr/bin/bwrap
+fi
+if [ -d scratch/whl ] && [ ! -d /opt/site ]; then
+  python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --target /opt/site \
+    scratch/whl/*.whl
+fi
+F=/opt/frozen-$SHA
+[ -d "$F" ] || { mkdir -p "$F" && tar -xf scratch/head.tar -C "$F"; }
+export XDG_CACHE_HOME=/opt/xdg
+if [ ! -d /opt/xdg ] && [ -f scratch/carry/xdg.tar.gz ]; then
+  mkdir -p /opt/xdg && tar -xzf scratch/carry/xdg.tar.gz -C /opt/xdg
+fi
+mkdir -p /opt/xdg
+RES=$(python3 -c "import tomllib; print(tomllib.load(open('$PLAN', 'rb'))['results'])")
+mkdir -p "$F/$(dirname "$RES")"
+[ -f "$ROOT/$RES" ] && cp "$ROOT/$RES" "$F/$RES"
+echo "rows before: $(cat "$F/$RES" 2>/dev/null | wc -l)"
+cd "$F"
+export DRTRITON_COMMIT=$SHA PYTHONPATH=$F/src:/opt/site
+keep() {  # what comes back even if the call is cut short
+  cp "$RES" "$OUT/" 2>/dev/null
+  (cd /opt/xdg && tar -czf "$OUT/xdg.tar.gz.part" drtriton 2>/dev/null \
+    && mv "$OUT/xdg.tar.gz.part" "$OUT/xdg.tar.gz")
+}
+( n=0; while sleep 30; do
+    echo "$(date +%T) load $(cut -d' ' -f1 /proc/loadavg)" \
+      "gpu $(nvidia-smi --query-gpu=utilization.gpu --format=csv,noheader) rows $(wc -l < "$RES")"
+    cp "$RES" "$OUT/" 2>/dev/null; n=$((n + 1)); [ $((n % 4)) -eq 0 ] && keep
+  done ) > "$OUT/mon.log" 2>&1 &
+MON=$!
+timeout -s INT -k 60 "$SECS" python3 -m drtriton.cli bench --plan "$PLAN" > "$OUT/bench.log" 2>&1
+echo "bench rc $?"
+kill $MON; keep
+tail -3 "$OUT/mon.log"; tail -25 "$OUT/bench.log"
