@@ -14,6 +14,7 @@ from drtriton.compiler.convert import (  # noqa: E402
     Measurements,
     compile_in_child,
     compile_sandboxed,
+    workers_per_compile,
 )
 from drtriton.compiler.lower import Lowering  # noqa: E402
 from drtriton.compiler.tune import (  # noqa: E402
@@ -99,6 +100,8 @@ class _FakePool:
     class config:  # noqa: N801 - stands in for JudgeConfig
         precision = "fp32"
 
+    size = 4  # judge slots
+
     def __init__(self, answers: list[dict]) -> None:
         self.answers, self.calls = answers, []
 
@@ -112,8 +115,9 @@ def test_convert_measures_once_then_reuses_the_measurements(tmp_path):
     made = {"tuning:abc": {"device_name": "g", "choices": {"k0": 1}}}
     first = _FakePool([{"candidate": "A", "measurements": made}])
     assert compile_sandboxed(first, LINEAR, "strict", "cuda", tunings=cache)["candidate"] == "A"
+    workers = workers_per_compile(_FakePool.size)  # the host's cores shared by the slots
     assert first.calls == [({"mode": "strict", "device": "cuda", "precision": "fp32",
-                             "known": {}}, True)]
+                             "compile_workers": workers, "known": {}}, True)]
     second = _FakePool([{"candidate": "A", "measurements": {}}])
     result = compile_sandboxed(second, LINEAR, "strict", "cuda", tunings=cache)
     (arguments, gated), = second.calls

@@ -40,7 +40,8 @@ class Measurements:
 
 
 def compile_in_child(source: str, mode: str, device: str, tune: bool = True,
-                     precision: str = "fp32", known: dict | None = None) -> dict:
+                     precision: str = "fp32", known: dict | None = None,
+                     compile_workers: int = 1) -> dict:
     """The compile step as the judge's sandboxed child runs it (``JudgePool.call``). On CUDA with
     ``tune``, the candidate's autotuned kernels are measured once on the program's inputs and
     their launches fixed to the chosen configs (``compiler.tune``); ``tuning`` records them, or
@@ -50,16 +51,18 @@ def compile_in_child(source: str, mode: str, device: str, tune: bool = True,
 
     ``known`` holds earlier measurements of this program (``TuningCache``), used instead of
     measuring again (a compile that finds all it needs there never asks for the GPU alone);
-    ``measurements`` in the result are the new ones."""
+    ``measurements`` in the result are the new ones. ``compile_workers``: processes that compile
+    the configs to tune (``tune._precompile_in_processes``)."""
     from drtriton.compiler import UnsupportedOperatorError
     from drtriton.program import ProgramError
 
     measurements = Measurements(known)
     try:
-        result = _compiled(source, mode, device, tune, precision, measurements)
+        result = _compiled(source, mode, device, tune, precision, measurements, compile_workers)
         if mode == "hybrid" and device == "cuda" and tune and "tuning_error" not in result:
-            strict = _compiled(source, "strict", device, tune, precision, measurements)
-            result = _faster_of(source, result, strict, measurements)
+            strict = _compiled(source, "strict", device, tune, precision, measurements,
+                               compile_workers)
+            result = _faster_of(source, result, strict, measurements, compile_workers)
         return result | {"measurements": measurements.made}
     except UnsupportedOperatorError as exc:
         return {"error": str(exc)}
@@ -76,8 +79,9 @@ def compile_sandboxed(pool, source: str, mode: str, device: str,
     from drtriton.compiler.tune import TuningCache, tuning_environment
 
     precision = precision or pool.config.precision
-    arguments = {"mode": mode, "device": device, "precision": precision}
     gated = device == "cuda"
+    arguments = {"mode": mode, "device": device, "precision": precision,
+                 "compile_workers": workers_per_compile(pool.size) if gated else 1}
     if not gated or tunings is None:
         return pool.call(source, FUNCTION, arguments, phase="compiler capture", gated=gated)
     program = TuningCache.program_key(source, mode, precision, tuning_environment())
@@ -92,8 +96,16 @@ def compile_sandboxed(pool, source: str, mode: str, device: str,
 FUNCTION = "drtriton.compiler.convert:compile_in_child"
 
 
+def workers_per_compile(slots: int) -> int:
+    """Processes each sandboxed compile may use to compile the configs it tunes: the host's
+    cores shared among the judge's slots (a plan keeps every slot busy)."""
+    import os
+
+    return max(1, (os.cpu_count() or 1) // max(1, slots))
+
+
 def _compiled(source: str, mode: str, device: str, tune: bool, precision: str,
-              measurements: Measurements) -> dict:
+              measurements: Measurements, compile_workers: int = 1) -> dict:
     from drtriton.compiler import CompilerConfig, compile_program
 
     config = CompilerConfig(mode=mode, device=device, precision=precision)
@@ -104,7 +116,7 @@ def _compiled(source: str, mode: str, device: str, tune: bool, precision: str,
 
     def measure() -> dict:
         try:
-            tuning = measure_choices(candidate, source)
+            tuning = measure_choices(candidate, source, compile_workers=compile_workers)
         except Exception as exc:  # the judge reports what running the candidate does
             return {"error": f"{type(exc).__name__}: {exc}"[:500]}
         return {"device_name": tuning.device_name, "choices": dict(tuning.choices)}
@@ -116,7 +128,8 @@ def _compiled(source: str, mode: str, device: str, tune: bool, precision: str,
     return {"candidate": compile_program(source, config, tuning), "tuning": chosen}
 
 
-def _faster_of(source: str, hybrid: dict, strict: dict, measurements: Measurements) -> dict:
+def _faster_of(source: str, hybrid: dict, strict: dict, measurements: Measurements,
+               compile_workers: int = 1) -> dict:
     """The hybrid or the strict compile, whichever ``tune.time_candidates`` measures faster."""
     from drtriton.compiler import kernel_body
     from drtriton.compiler.tune import measurement_key, time_candidates
@@ -128,7 +141,7 @@ def _faster_of(source: str, hybrid: dict, strict: dict, measurements: Measuremen
     def measure() -> dict:
         try:
             hybrid_ms, strict_ms = time_candidates([hybrid["candidate"], strict["candidate"]],
-                                                   source)
+                                                   source, compile_workers=compile_workers)
         except Exception as exc:  # the hybrid compile stands; the judge will say how it runs
             return {"error": f"{type(exc).__name__}: {exc}"[:300], "chose": "hybrid"}
         return {"hybrid_ms": hybrid_ms, "strict_ms": strict_ms,

@@ -44,16 +44,20 @@ class Tuning:
         return dict(self.choices)
 
 
-def measure_choices(candidate: str, reference: str, device: str = "cuda") -> Tuning:
+def measure_choices(candidate: str, reference: str, device: str = "cuda",
+                    compile_workers: int = 1) -> Tuning:
     """Run ``candidate`` (autotuned compiler output) on the reference's inputs and read which
     config each autotuned kernel chose. Every config is compiled first without touching the GPU
-    (``_precompile``); only the autotuner's measuring run has the GPU alone (``gpu_gate``)."""
+    (``_precompile``, shared among ``compile_workers`` processes); only the autotuner's
+    measuring run has the GPU alone (``gpu_gate``)."""
     from triton.runtime.autotuner import Autotuner
 
     program = load_program(reference, "reference")
     module = _import_file(candidate)
     tuners = [v for v in vars(module).values() if isinstance(v, Autotuner)]
     on_gpu = torch.device(device).type == "cuda"
+    if on_gpu:
+        _precompile_in_processes(module, program, reference, compile_workers)
     precompiled = on_gpu and _precompile(module, program)
     with _gpu_in_use(on_gpu):
         model = _build(module, program, device)
@@ -74,7 +78,8 @@ def measure_choices(candidate: str, reference: str, device: str = "cuda") -> Tun
     return Tuning(name, tuple(sorted(choices)))
 
 
-def time_candidates(candidates: list[str], reference: str, device: str = "cuda") -> list[float]:
+def time_candidates(candidates: list[str], reference: str, device: str = "cuda",
+                    compile_workers: int = 1) -> list[float]:
     """Median milliseconds of each candidate's forward on the reference's inputs (Triton's
     ``do_bench``: warm-up and repetitions by time, L2 flushed between calls). A choice among
     our own compiles; the judge verifies and times whichever is kept. Each is compiled without
@@ -86,6 +91,7 @@ def time_candidates(candidates: list[str], reference: str, device: str = "cuda")
     modules = [_import_file(source) for source in candidates]
     if on_gpu:
         for module in modules:
+            _precompile_in_processes(module, program, reference, compile_workers)
             _precompile(module, program)
     with _gpu_in_use(on_gpu), torch.no_grad():
         inputs = make_inputs(program, TUNING_SEED, device)
@@ -97,7 +103,7 @@ def time_candidates(candidates: list[str], reference: str, device: str = "cuda")
                     for model in models]
 
 
-def _precompile(module, program) -> bool:
+def _precompile(module, program, skip: frozenset = frozenset()) -> bool:
     """Compile every kernel the candidate's forward launches, each config of an autotuned one,
     launching nothing: the forward runs on meta tensors with every Triton launch made a warm-up
     (compile only). It uses no GPU, so a gated job does it before it asks to share the GPU, and
@@ -109,7 +115,7 @@ def _precompile(module, program) -> bool:
     try:
         inputs = make_inputs(program, TUNING_SEED, "meta")
         model = _build(module, program, "meta")
-        with _launches_compile_only(), _compile_only(tuners), torch.no_grad():
+        with _launches_compile_only(skip), _compile_only(tuners), torch.no_grad():
             model(*inputs)
     except Exception:
         return False
@@ -117,13 +123,16 @@ def _precompile(module, program) -> bool:
 
 
 @contextlib.contextmanager
-def _launches_compile_only() -> Iterator[None]:
-    """Every ``@triton.jit`` launch in this process compiles its kernel and launches nothing."""
+def _launches_compile_only(skip: frozenset = frozenset()) -> Iterator[None]:
+    """Every ``@triton.jit`` launch in this process compiles its kernel and launches nothing;
+    those of the kernels in ``skip`` do nothing at all."""
     from triton.runtime.jit import JITFunction
 
     run = JITFunction.run
 
     def warm_up(self, *args, **kwargs):
+        if self in skip:
+            return None
         kwargs["warmup"] = True
         return run(self, *args, **kwargs)
 
@@ -149,6 +158,80 @@ def _compile_only(tuners: list) -> Iterator[None]:
             tuner._do_bench = do_bench
         for tuner in tuners:
             tuner.cache.clear()
+
+
+MIN_CONFIGS_PER_WORKER = 4  # a worker process costs an interpreter, torch and a CUDA context
+
+
+def _precompile_in_processes(module, program, reference: str, workers: int) -> None:
+    """Compile the candidate's kernels into Triton's disk cache in ``workers`` processes, each
+    every ``workers``-th config of each autotuned kernel (Triton holds the GIL while it
+    compiles: threads would not help), so the ``_precompile`` that follows finds them there.
+    This process compiles its own share meanwhile. A worker that fails costs nothing but time:
+    what it did not compile is compiled by ``_precompile``."""
+    import subprocess
+    import sys
+
+    from triton.runtime.autotuner import Autotuner
+
+    tuners = [v for v in vars(module).values() if isinstance(v, Autotuner)]
+    configs = sum(len(t.configs) for t in tuners)
+    workers = max(1, min(workers, configs // MIN_CONFIGS_PER_WORKER))
+    if workers == 1:
+        return
+    reference_file = Path(module.__file__).with_name("reference.py")
+    reference_file.write_text(reference)
+    code = ("import sys; from drtriton.compiler.tune import precompile_part; "
+            "sys.exit(precompile_part(*sys.argv[1:]))")
+    children = [subprocess.Popen([sys.executable, "-c", code, module.__file__,
+                                  str(reference_file), str(part), str(workers)],
+                                 stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+                for part in range(1, workers)]
+    try:
+        _compile_part(module, program, 0, workers)
+    finally:
+        for child in children:
+            child.wait()
+
+
+def precompile_part(candidate_file: str, reference_file: str, part: str, parts: str) -> int:
+    """A worker of ``_precompile_in_processes``: its share of the candidate's compiles."""
+    program = load_program(Path(reference_file).read_text(), "reference")
+    module = _import_path(Path(candidate_file))
+    return 0 if _compile_part(module, program, int(part), int(parts)) else 1
+
+
+def _compile_part(module, program, part: int, parts: int) -> bool:
+    """Compile configs ``part::parts`` of each autotuned kernel of ``module`` (the kernels
+    launched with a fixed config: part 0 only)."""
+    from triton.runtime.autotuner import Autotuner
+    from triton.runtime.jit import JITFunction
+
+    tuners = [v for v in vars(module).values() if isinstance(v, Autotuner)]
+    kernels = {v for v in vars(module).values() if isinstance(v, JITFunction)}
+    tuned = {_jit_function(t) for t in tuners}
+    skip = set() if part == 0 else kernels - tuned
+    saved = [(t, t.configs) for t in tuners]
+    for tuner, configs in saved:
+        share = configs[part::parts]
+        if not share:
+            skip.add(_jit_function(tuner))
+        tuner.configs = share or configs[:1]
+    try:
+        return _precompile(module, program, frozenset(skip))
+    finally:
+        for tuner, configs in saved:
+            tuner.configs = configs
+
+
+def _jit_function(tuner):
+    """The ``@triton.jit`` function under an autotuner (through any ``heuristics``)."""
+    from triton.runtime.jit import JITFunction
+
+    fn = tuner.fn
+    while not isinstance(fn, JITFunction) and hasattr(fn, "fn"):
+        fn = fn.fn
+    return fn
 
 
 def _launch_once(kernel_call, quantiles=None) -> list[float]:
@@ -196,6 +279,10 @@ def _import_file(source: str):
     """Import ``source`` from a file: ``triton.jit`` reads each kernel's source back from it."""
     path = Path(tempfile.mkdtemp(prefix="drtriton-tune-")) / "candidate.py"
     path.write_text(source)
+    return _import_path(path)
+
+
+def _import_path(path: Path):
     spec = importlib.util.spec_from_file_location("drtriton_tuned_candidate", path)
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
