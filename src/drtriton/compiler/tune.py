@@ -185,7 +185,8 @@ def _precompile_in_processes(module, program, reference: str, workers: int) -> N
             "sys.exit(precompile_part(*sys.argv[1:]))")
     children = [subprocess.Popen([sys.executable, "-c", code, module.__file__,
                                   str(reference_file), str(part), str(workers)],
-                                 stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+                                 stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                                 stderr=subprocess.DEVNULL)
                 for part in range(1, workers)]
     try:
         _compile_part(module, program, 0, workers)
