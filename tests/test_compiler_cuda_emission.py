@@ -276,7 +276,7 @@ def test_a_hybrid_gpu_compile_keeps_the_faster_of_hybrid_and_strict(monkeypatch)
     strict = convert._compiled(src, "strict", "cuda", False, "fp32", convert.Measurements())
     assert hybrid["candidate"] != strict["candidate"]
     for times, chose in (([2.0, 1.0], "strict"), ([1.0, 3.0], "hybrid")):
-        monkeypatch.setattr(tune, "time_candidates", lambda cands, ref, t=times: t)
+        monkeypatch.setattr(tune, "time_candidates", lambda cands, ref, t=times, **options: t)
         kept = convert._faster_of(src, hybrid, strict, convert.Measurements())
         assert kept["hybrid_choice"] == {"hybrid_ms": times[0], "strict_ms": times[1],
                                          "chose": chose}

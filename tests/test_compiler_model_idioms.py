@@ -317,3 +317,310 @@ def test_split_by_keyword(mode):
                   "u, v = a.split([3, 1], dim=-1)\n"
                   "return p * q, r + t, s, u.sum(-1) + v[:, 0]", [(3, 4)])
     _check(src, mode)
+
+
+# ------------------------------------------------------------------ 11. isinf / isnan / isfinite
+
+
+@MODES
+def test_isinf_gcn_degree_normalisation_of_isolated_nodes(mode):
+    """GCN without self loops: an isolated node has degree 0, ``deg.pow(-0.5)`` is inf there
+    (in the interpreter too) and ``torch.where(torch.isinf(...), 0, ...)`` zeroes it."""
+    src = _prog("""
+deg = a.sum(dim=1)
+d_inv_sqrt = deg.pow(-0.5)
+d_inv_sqrt = torch.where(torch.isinf(d_inv_sqrt), torch.zeros_like(d_inv_sqrt), d_inv_sqrt)
+norm = d_inv_sqrt.unsqueeze(1) * a * d_inv_sqrt.unsqueeze(0)
+return norm @ self.lin(x), d_inv_sqrt
+""", """a = (torch.rand(6, 6) > 0.5).float()
+a = ((a + a.t()) > 0).float()
+a[2, :] = 0
+a[:, 2] = 0
+return [torch.randn(6, 4), a]""", "self.lin = nn.Linear(4, 3)", "x, a")
+    _check(src, mode)
+
+
+@MODES
+def test_isnan_isfinite_isposinf_isneginf_and_nan_to_num(mode):
+    """Masks of non-finite values (float and integer inputs), as a loss guard writes them."""
+    src = _prog("""
+y = torch.log(x)
+bad = torch.isnan(y) | y.isinf()
+clean = y.masked_fill(~torch.isfinite(y), 0.0)
+return (bad, clean, torch.isposinf(1.0 / x), torch.isneginf(y), torch.nan_to_num(y),
+        torch.nan_to_num(1.0 / x, nan=0.5, posinf=9.0, neginf=-9.0), torch.isinf(n),
+        torch.isfinite(n), n.isnan())
+""", """x = torch.randn(4, 5)
+x[0, 0] = 0.0
+x[1, 1] = -0.0
+return [x, torch.randint(-3, 3, (4, 5))]""", args="x, n")
+    _check(src, mode)
+
+
+@MODES
+def test_invert_and_logical_not_of_masks_and_integers(mode):
+    """``~mask`` (bool: logical not), ``~n`` of an integer tensor (``-n - 1``), logical_not."""
+    src = _prog("""
+keep = ~torch.isnan(x)
+return keep, ~n, torch.logical_not(n), x.isfinite().logical_not(), torch.bitwise_not(keep)
+""", """x = torch.randn(3, 4)
+x[1, 2] = float("nan")
+return [x, torch.randint(-3, 3, (3, 4))]""", args="x, n")
+    _check(src, mode)
+
+
+# ------------------------------------------------------------------ 12. torch.outer
+
+
+@MODES
+def test_outer_llama_rotary_frequencies(mode):
+    """Llama's rotary table: positions times inverse frequencies (``torch.outer``), duplicated,
+    cos and sin applied to the queries (rotate_half form)."""
+    src = _prog("""
+t = torch.arange(x.shape[1], device=x.device, dtype=self.inv_freq.dtype)
+freqs = torch.outer(t, self.inv_freq)
+emb = torch.cat((freqs, freqs), dim=-1)
+cos, sin = emb.cos(), emb.sin()
+x1, x2 = x[..., : x.shape[-1] // 2], x[..., x.shape[-1] // 2:]
+return x * cos + torch.cat((-x2, x1), dim=-1) * sin, torch.ger(t, t), t.outer(self.inv_freq)
+""", "return [torch.randn(2, 5, 8)]",
+        "inv_freq = 1.0 / (10000.0 ** (torch.arange(0, 8, 2, dtype=torch.int64).float() / 8))\n"
+        "self.register_buffer('inv_freq', inv_freq, persistent=False)")
+    _check(src, mode)
+
+
+@MODES
+def test_outer_of_integer_vectors_stays_integer(mode):
+    src = _prog("return torch.outer(n, n + 1), torch.outer(x, n)",
+                "return [torch.randn(3), torch.randint(-4, 4, (3,))]", args="x, n")
+    _check(src, mode)
+
+
+# ------------------------------------------------------------------ 13. cosine similarity
+
+
+@MODES
+def test_cosine_similarity_siamese_pair_of_normalised_embeddings(mode):
+    """A siamese head: shared encoder, ``F.normalize`` then ``F.cosine_similarity`` of the pair
+    (each norm clamped to eps on its own, as ATen does: a tiny vector still scores ~0)."""
+    src = _prog("""
+e1 = F.normalize(self.enc(x1), p=2, dim=1)
+e2 = F.normalize(self.enc(x2), p=2, dim=1)
+tiny = x1[:, :4] * 1e-9
+return (F.cosine_similarity(e1, e2, dim=1, eps=1e-8), F.cosine_similarity(tiny, x2[:, :4]),
+        F.pairwise_distance(e1, e2), e1)
+""", "return [torch.randn(6, 10), torch.randn(6, 10)]", "self.enc = nn.Linear(10, 8)",
+        "x1, x2")
+    _check(src, mode)
+
+
+@MODES
+def test_cosine_similarity_module_broadcast_over_a_gallery(mode):
+    """Query against gallery: (Q, 1, D) with (1, G, D) broadcast, along the last dim, through
+    ``nn.CosineSimilarity``; and ``torch.cosine_similarity`` along dim 0."""
+    src = _prog("""
+return self.cos(q[:, None, :], g[None, :, :]), torch.cosine_similarity(q, q.flip(0), 0)
+""", "return [torch.randn(3, 8), torch.randn(5, 8)]", "self.cos = nn.CosineSimilarity(dim=-1)",
+        "q, g")
+    _check(src, mode)
+
+
+# ------------------------------------------------------------------ 14. binary cross entropy
+
+
+@MODES
+def test_bce_with_logits_vae_reconstruction_plus_kl(mode):
+    """A VAE's loss: BCE-with-logits summed over the reconstruction plus the KL term; logits
+    large enough that a naive ``log(sigmoid(x))`` would overflow."""
+    src = _prog("""
+mu, logvar = self.enc(x).chunk(2, dim=-1)
+logits = self.dec(mu) * 20
+bce = F.binary_cross_entropy_with_logits(logits, x, reduction="sum")
+kld = -0.5 * torch.sum(1 + logvar - mu.pow(2) - logvar.exp())
+return torch.sigmoid(logits), (bce + kld) / x.size(0)
+""", "return [torch.rand(4, 12)]", "self.enc = nn.Linear(12, 6)\nself.dec = nn.Linear(3, 12)")
+    _check(src, mode)
+
+
+@MODES
+def test_bce_with_logits_multilabel_pos_weight_and_weight(mode):
+    """A multi-label head: ``nn.BCEWithLogitsLoss(pos_weight=...)`` with a per-class buffer,
+    and the functional form with an element weight and every reduction."""
+    src = _prog("""
+logits = self.head(x)
+kw = dict(weight=self.class_weight, pos_weight=self.pos_weight)
+return (self.loss(logits, y), F.binary_cross_entropy_with_logits(logits, y, **kw),
+        F.binary_cross_entropy_with_logits(logits, y, reduction="none", **kw),
+        F.binary_cross_entropy_with_logits(logits, y, weight=y + 1, reduction="sum"))
+""", "return [torch.randn(5, 8), (torch.rand(5, 4) > 0.5).float()]",
+        "self.head = nn.Linear(8, 4)\n"
+        "self.register_buffer('pos_weight', torch.tensor([1.0, 2.0, 0.5, 3.0]))\n"
+        "self.register_buffer('class_weight', torch.linspace(0.5, 1.5, 4))\n"
+        "self.loss = nn.BCEWithLogitsLoss(pos_weight=torch.tensor([2.0, 1.0, 1.0, 0.25]))",
+        "x, y")
+    _check(src, mode)
+
+
+@MODES
+def test_bce_of_probabilities_clamps_the_log_at_minus_100(mode):
+    """``F.binary_cross_entropy`` / ``nn.BCELoss`` of sigmoid outputs, some exactly 0 or 1
+    (PyTorch clamps each log at -100), soft targets, a weight, every reduction."""
+    src = _prog("""
+p = torch.sigmoid(self.head(x))
+p = torch.where(p > 0.8, torch.ones_like(p), torch.where(p < 0.2, torch.zeros_like(p), p))
+return (F.binary_cross_entropy(p, y), F.binary_cross_entropy(p, y, reduction="none"),
+        F.binary_cross_entropy(p, y, weight=self.w, reduction="sum"), self.loss(p, y),
+        F.binary_cross_entropy(p * 1e-7, y))
+""", "return [torch.randn(6, 8) * 3, torch.rand(6, 4)]",
+        "self.head = nn.Linear(8, 4)\nself.register_buffer('w', torch.rand(4))\n"
+        "self.loss = nn.BCELoss(weight=torch.linspace(1.0, 2.0, 4), reduction='sum')", "x, y")
+    _check(src, mode)
+
+
+# ------------------------------------------------------------------ 15. class-weighted losses
+
+_LABELS = """x = torch.randn(16, 12)
+t = torch.randint(0, 6, (16,))
+t[3] = -100
+t[9] = -100
+return [x, t]"""
+
+
+@MODES
+@pytest.mark.parametrize("smoothing", [0.0, 0.1])
+def test_cross_entropy_class_weights_with_ignored_labels_every_reduction(mode, smoothing):
+    """A classifier trained with class-weighted cross entropy (the weight a buffer): the mean
+    divides by the summed weights of the kept labels; with label smoothing the smoothing term is
+    weighted per class too."""
+    src = _prog(f"""
+logits = self.net(x)
+kw = dict(weight=self.class_weight, label_smoothing={smoothing})
+return (F.cross_entropy(logits, t, **kw), F.cross_entropy(logits, t, reduction="sum", **kw),
+        F.cross_entropy(logits, t, reduction="none", **kw), self.loss(logits, t))
+""", _LABELS, "self.net = nn.Sequential(nn.Linear(12, 16), nn.ReLU(), nn.Linear(16, 6))\n"
+        "self.register_buffer('class_weight', torch.linspace(0.5, 2.0, 6))\n"
+        f"self.loss = nn.CrossEntropyLoss(weight=torch.rand(6), label_smoothing={smoothing})",
+        "x, t")
+    _check(src, mode)
+
+
+@MODES
+def test_cross_entropy_class_weights_segmentation_and_probability_targets(mode):
+    """Per-pixel class weights over (N, C, H, W) logits with an in-range ignore_index, and
+    class-probability (soft) targets with weights."""
+    src = _prog("""
+logits = self.conv(x)
+soft = torch.softmax(logits.detach() * 0.5, dim=1)
+return (F.cross_entropy(logits, t, weight=self.w, ignore_index=2),
+        F.cross_entropy(logits, t, weight=self.w, reduction="none", ignore_index=2),
+        F.cross_entropy(logits, soft, weight=self.w), F.cross_entropy(logits, soft, weight=self.w,
+                                                                       label_smoothing=0.2))
+""", "return [torch.randn(2, 3, 4, 5), torch.randint(0, 4, (2, 4, 5))]",
+        "self.conv = nn.Conv2d(3, 4, 1)\n"
+        "self.register_buffer('w', torch.tensor([1.0, 0.3, 2.0, 0.7]))",
+        "x, t")
+    _check(src, mode)
+
+
+@MODES
+def test_nll_loss_class_weights_after_log_softmax(mode):
+    """``F.nll_loss(log_softmax(...), weight=)`` and ``nn.NLLLoss(weight=)``, ignored labels."""
+    src = _prog("""
+logp = F.log_softmax(self.fc(x), dim=1)
+return (F.nll_loss(logp, t, weight=self.w), F.nll_loss(logp, t, weight=self.w, reduction="sum"),
+        F.nll_loss(logp, t, weight=self.w, reduction="none"), self.loss(logp, t))
+""", _LABELS, "self.fc = nn.Linear(12, 6)\nself.register_buffer('w', torch.rand(6) + 0.5)\n"
+        "self.loss = nn.NLLLoss(weight=torch.linspace(2.0, 0.5, 6))", "x, t")
+    _check(src, mode)
+
+
+# ------------------------------------------------------------------ 16. einsum of three operands
+
+
+@MODES
+def test_einsum_three_operands_mamba_discretisation(mode):
+    """Mamba's reference selective scan: ``deltaA = exp(einsum('bld,dn->bldn'))``,
+    ``deltaB_u = einsum('bld,bln,bld->bldn', delta, B, u)`` (a broadcast product of three),
+    a loop over time, ``einsum('bdn,bn->bd')`` per step."""
+    src = _prog("""
+delta = F.softplus(self.dt(u))
+B, C = self.bc(u).chunk(2, dim=-1)
+A = -torch.exp(self.A_log)
+deltaA = torch.exp(torch.einsum("bld,dn->bldn", delta, A))
+deltaB_u = torch.einsum("bld,bln,bld->bldn", delta, B, u)
+x = torch.zeros((u.shape[0], u.shape[2], A.shape[1]), device=u.device)
+ys = []
+for i in range(u.shape[1]):
+    x = deltaA[:, i] * x + deltaB_u[:, i]
+    ys.append(torch.einsum("bdn,bn->bd", x, C[:, i, :]))
+return torch.stack(ys, dim=1) + u * self.D
+""", "return [torch.randn(2, 5, 6)]",
+        "self.dt = nn.Linear(6, 6)\nself.bc = nn.Linear(6, 8)\n"
+        "self.A_log = nn.Parameter(torch.log(torch.arange(1, 5).float().repeat(6, 1)))\n"
+        "self.D = nn.Parameter(torch.ones(6))", "u")
+    _check(src, mode)
+
+
+@MODES
+@pytest.mark.parametrize("equation, shapes", [
+    ("ij,jk,kl->il", [(3, 4), (4, 5), (5, 2)]),  # a chain of matrix products
+    ("bi,bj,bk->bijk", [(2, 3), (2, 4), (2, 2)]),  # a batched triple outer product
+    ("i,ij,j->", [(4,), (4, 5), (5,)]),  # a bilinear form to a scalar
+    ("bhd,hd,d->bh", [(2, 3, 4), (3, 4), (4,)]),  # contracted over all three at once
+    ("abc,cd,ae->bde", [(2, 3, 4), (4, 5), (2, 3)]),  # a shared index of the first and last
+    ("ij,ij,ij->ij", [(3, 1), (1, 4), (3, 4)]),  # size-1 indices broadcast
+])
+def test_einsum_of_several_operands(mode, equation, shapes):
+    names = "abcdefgh"[: len(shapes)]
+    src = _prog(f"return torch.einsum('{equation}', {', '.join(names)})",
+                f"return [{', '.join(f'torch.randn{s!r}' for s in shapes)}]", args=", ".join(names))
+    _check(src, mode)
+
+
+# ------------------------------------------------------------------ 17. attention masks
+
+
+@MODES
+def test_multihead_attention_key_padding_mask_from_lengths_bert(mode):
+    """BERT-style encoder: the key padding mask built from a lengths input (True = padding),
+    batch-first self-attention without weights, post-LN residual."""
+    src = _prog("""
+positions = torch.arange(x.size(1), device=x.device)
+key_padding_mask = positions[None, :] >= lengths[:, None]
+out, _ = self.attn(x, x, x, key_padding_mask=key_padding_mask, need_weights=False)
+return self.norm(x + out)
+""", "return [torch.randn(3, 6, 16), torch.tensor([6, 2, 4])]",
+        "self.attn = nn.MultiheadAttention(16, 4, batch_first=True)\nself.norm = nn.LayerNorm(16)",
+        "x, lengths")
+    _check(src, mode)
+
+
+@MODES
+def test_multihead_attention_padding_and_causal_masks_with_default_need_weights(mode):
+    """Sequence-first cross-attention called the default way (need_weights=True, only the
+    output used): a bool causal ``attn_mask`` with a bool padding mask, then float masks (a
+    3-D per-head one plus a float padding mask), then an unbatched call with a padding mask."""
+    src = _prog("""
+causal = torch.ones(5, 7, dtype=torch.bool).triu(1)
+pad = torch.arange(7)[None, :] >= torch.tensor([7, 4])[:, None]
+a = self.attn(q, kv, kv, attn_mask=causal, key_padding_mask=pad)[0]
+bias = self.bias.repeat(2, 1, 1)
+fpad = pad.float() * -1e4
+b, _ = self.attn(q, kv, kv, attn_mask=bias, key_padding_mask=fpad)
+c = self.attn(q[:, 0], kv[:, 0], kv[:, 0], key_padding_mask=pad[1])[0]
+return a, b, c
+""", "return [torch.randn(5, 2, 8), torch.randn(7, 2, 8)]",
+        "self.attn = nn.MultiheadAttention(8, 2)\n"
+        "self.register_buffer('bias', torch.randn(2, 5, 7))", "q, kv")
+    _check(src, mode)
+
+
+def test_multihead_attention_weights_used_are_refused_in_one_line():
+    src = _prog("""
+pad = torch.arange(4)[None, :] >= torch.tensor([4, 3])[:, None]
+out, weights = self.attn(x, x, x, key_padding_mask=pad)
+return out + weights.sum()
+""", "return [torch.randn(2, 4, 8)]", "self.attn = nn.MultiheadAttention(8, 2, batch_first=True)")
+    with pytest.raises(UnsupportedOperatorError) as refused:
+        compile_program(src, CompilerConfig(device="cpu"))
+    assert "need_weights" in str(refused.value) and "\n" not in str(refused.value)

@@ -19,15 +19,7 @@ MODELS = sorted((Path(__file__).parent / "compiler_cases" / "models").glob("*.py
 
 # The models the compiler still refuses, with the operator it names. A model that starts to
 # convert fails here until it is removed from this table (and then must match PyTorch).
-REFUSED: dict[str, str] = {
-    "bert_encoder_layer": "nn.MultiheadAttention",  # with key_padding_mask
-    "classifier_cross_entropy": "F.cross_entropy",  # with class weights
-    "graph_convolution": "torch.isinf",
-    "llama_block": "torch.outer",
-    "mamba_selective_scan": "torch.einsum",  # three operands
-    "siamese_cosine": "torch.cosine_similarity",
-    "vae_deterministic": "F.binary_cross_entropy_with_logits",
-}
+REFUSED: dict[str, str] = {}
 
 
 @pytest.mark.parametrize("mode", ["strict", pytest.param("hybrid", marks=pytest.mark.slow)])

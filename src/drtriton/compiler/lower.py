@@ -438,8 +438,10 @@ class Lowering(Reductions):
         mod = self.cap.gm.get_submodule(node.target)
         prefix = node.target
 
-        def p(name: str):
-            t = getattr(mod, name, None)
+        def p(name: str):  # a dotted name reaches a submodule's tensor (``out_proj.weight``)
+            t = mod
+            for part in name.split("."):
+                t = getattr(t, part, None)
             return None if t is None else self.param(f"{prefix}.{name}")
 
         handler = MODULES.get(type(mod))

@@ -204,10 +204,19 @@ def _reciprocal(L, x):
     return ir.op("div", ir.const(1.0), _f(L.t(x)))
 
 
+def log1p(z: ir.Expr) -> ir.Expr:
+    """``log(1 + z)`` accurate for small ``z`` (where ``1 + z`` rounds): ``log(u) * z / (u - 1)``
+    with ``u = 1 + z`` corrects the rounding of ``u``; ``z`` itself where ``u`` is exactly 1."""
+    u = ir.op("add", z, ir.const(1.0))
+    r = ir.op("mul", ir.op("log", u), ir.op("div", z, ir.op("sub", u, ir.const(1.0))))
+    r = ir.op("where", ir.op("eq", u, ir.const(float("inf"))), u, r)  # log1p(inf) = inf
+    return ir.op("where", ir.op("eq", u, ir.const(1.0)), z, r)
+
+
 @fn(torch.log1p)
 @method("log1p")
 def _log1p(L, x):
-    return ir.op("log", ir.op("add", _f(L.t(x)), ir.const(1.0)))
+    return log1p(_f(L.t(x)))
 
 
 @fn(torch.expm1)
@@ -438,3 +447,81 @@ def _type_as(L, x, other):
 @fn(torch.clone)
 def _identity(L, x, *a, **kw):
     return L.t(x)
+
+
+# ------------------------------------------------------------------ float classification
+
+_INF = float("inf")
+
+
+def _classify(test, other):
+    """``torch.isinf`` and friends: ``test`` of a float tensor (comparisons with infinity, NaN is
+    the value unequal to itself); ``other`` of an integer or bool one, which holds no infinity or
+    NaN (``x != x``: all False, ``x == x``: all True)."""
+    def h(L, x):
+        x = L.t(x)
+        return ir.cast(test(x) if ir.is_float(x.dtype) else ir.op(other, x, x), torch.bool)
+
+    return h
+
+
+for _target, _test, _other in [
+    (torch.isinf, lambda x: ir.op("eq", ir.op("abs", x), ir.const(_INF)), "ne"),
+    (torch.isposinf, lambda x: ir.op("eq", x, ir.const(_INF)), "ne"),
+    (torch.isneginf, lambda x: ir.op("eq", x, ir.const(-_INF)), "ne"),
+    (torch.isnan, lambda x: ir.op("ne", x, x), "ne"),
+    (torch.isfinite, lambda x: ir.op("lt", ir.op("abs", x), ir.const(_INF)), "eq"),
+]:
+    fn(_target)(_classify(_test, _other))
+    method(_target.__name__)(_classify(_test, _other))
+
+
+@fn(torch.nan_to_num)
+@method("nan_to_num")
+def _nan_to_num(L, x, nan=0.0, posinf=None, neginf=None, *, out=None):
+    """NaN to ``nan``, +-inf to ``posinf`` / ``neginf`` (default: the dtype's largest and
+    smallest finite values); integer tensors are returned as they are."""
+    x = L.t(x)
+    if out is not None:
+        raise Unsupported("out= argument")
+    if not ir.is_float(x.dtype):
+        return x
+    info = torch.finfo(x.dtype)
+    hi = info.max if posinf is None else float(posinf)
+    lo = info.min if neginf is None else float(neginf)
+    y = ir.op("where", ir.op("ne", x, x), ir.const(float(nan)), x, dtype=x.dtype)
+    y = ir.op("where", ir.op("eq", x, ir.const(_INF)), ir.const(hi), y, dtype=x.dtype)
+    return ir.op("where", ir.op("eq", x, ir.const(-_INF)), ir.const(lo), y, dtype=x.dtype)
+
+
+# ------------------------------------------------------------------ outer product
+
+
+@fn(torch.outer, torch.ger)
+@method("outer", "ger")
+def _outer(L, a, b, *, out=None):
+    """``a[:, None] * b[None, :]`` of two vectors (broadcast views, no kernel of its own)."""
+    if out is not None:
+        raise Unsupported("out= argument")
+    a, b = L.t(a), L.t(b)
+    if len(a.shape) != 1 or len(b.shape) != 1:
+        raise Unsupported(f"outer product of shapes {a.shape} and {b.shape} (vectors only)")
+    return ir.op("mul", ir.reshape(a, (a.shape[0], 1)), ir.reshape(b, (1, b.shape[0])))
+
+
+@fn(torch.logical_not)
+@method("logical_not")
+def _logical_not(L, x):
+    return ir.Op(L.t(x).shape, torch.bool, "not", (L.t(x),), ())
+
+
+@fn(operator.invert, torch.bitwise_not)
+@method("bitwise_not", "__invert__")
+def _invert(L, x):
+    """``~mask`` of a bool tensor is its logical not; of an integer one ``-x - 1``."""
+    x = L.t(x)
+    if x.dtype == torch.bool:
+        return _logical_not(L, x)
+    if ir.is_float(x.dtype):
+        raise Unsupported(f"bitwise not of {x.dtype}")
+    return ir.op("sub", ir.op("neg", x), ir.const(1))

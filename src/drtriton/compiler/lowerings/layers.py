@@ -6,13 +6,14 @@ import math
 import operator
 
 import torch
+import torch.nn as nn
 import torch.nn.functional as F
 
 from drtriton.compiler import ir, kernels
-from drtriton.compiler.lower import Lowering, Unsupported
+from drtriton.compiler.lower import Lowering, Missing, Unsupported
 from drtriton.compiler.lower import _tuple as ntuple
 from drtriton.compiler.lowerings.reductions import _channel
-from drtriton.compiler.lowerings.registry import _f, fn, method
+from drtriton.compiler.lowerings.registry import _f, fn, method, module
 from drtriton.compiler.lowerings.views import take
 
 # ------------------------------------------------------------------ matmul and linear
@@ -384,26 +385,35 @@ for _n, _f_ in enumerate([F.adaptive_max_pool1d, F.adaptive_max_pool2d, F.adapti
 
 @fn(torch.einsum)
 def _einsum(L, equation, *operands):
-    """One or two operands, explicit output (``->``), no ellipsis or repeated index in one
-    operand: a permute-and-sum, or a batched matmul (batch, left-free, contracted, right-free
-    indices grouped, indices of one operand alone summed first)."""
+    """Explicit output (``->``), no ellipsis or repeated index in one operand, any number of
+    operands: indices of one operand alone are summed first, then the operands are contracted
+    pairwise left to right (each pair keeps the indices the output or a later operand needs): a
+    batched matmul where the pair shares an index it no longer needs, else a broadcast product
+    (lazy, fused into its consumer)."""
     if len(operands) == 1 and isinstance(operands[0], list | tuple):
         operands = tuple(operands[0])
     eq = equation.replace(" ", "")
-    if "->" not in eq or "." in eq or len(operands) not in (1, 2):
-        raise Unsupported(f"einsum {equation!r} (one or two operands, explicit output)")
+    if "->" not in eq or "." in eq or not operands:
+        raise Unsupported(f"einsum {equation!r} (explicit output, no ellipsis)")
     ins, out = eq.split("->")
     terms = ins.split(",")
     xs = [_f(L.t(x)) for x in operands]
     if len(terms) != len(xs) or any(len(set(t)) != len(t) or len(t) != len(x.shape)
                                     for t, x in zip(terms, xs, strict=True)):
         raise Unsupported(f"einsum {equation!r} (repeated or mismatched indices)")
-    xs = [_sum_unused(L, x, t, [out, *[u for u in terms if u is not t]])
-          for x, t in zip(xs, terms, strict=True)]
-    terms = [_kept(t, [out, *[u for u in terms if u is not t]]) for t in terms]
-    if len(xs) == 1:
-        return ir.permute(xs[0], tuple(terms[0].index(c) for c in out))
-    return _einsum_pair(L, xs, terms, out)
+    if len(set(out)) != len(out) or not set(out) <= set(ins) - {","}:
+        raise Unsupported(f"einsum {equation!r} (bad output indices)")
+    others = [[out, *(u for j, u in enumerate(terms) if j != i)] for i in range(len(terms))]
+    xs = [_sum_unused(L, x, t, o) for x, t, o in zip(xs, terms, others, strict=True)]
+    terms = [_kept(t, o) for t, o in zip(terms, others, strict=True)]
+    x, t = xs[0], terms[0]
+    for i in range(1, len(xs)):
+        later = [out, *terms[i + 1:]]
+        both = t + "".join(c for c in terms[i] if c not in t)
+        keep = [c for c in out if c in both] + [c for c in both if c not in out
+                                                and any(c in u for u in later)]
+        x, t = _einsum_pair(L, [x, xs[i]], [t, terms[i]], "".join(keep)), "".join(keep)
+    return ir.permute(x, tuple(t.index(c) for c in out))
 
 
 def _kept(term: str, others: list[str]) -> str:
@@ -416,16 +426,28 @@ def _sum_unused(L, x: ir.Expr, term: str, others: list[str]) -> ir.Expr:
 
 
 def _einsum_pair(L, xs: list[ir.Expr], terms: list[str], out: str) -> ir.Expr:
+    """Two operands whose every index is in ``out`` or in both (then summed)."""
     (a, b), (ta, tb) = xs, terms
     batch = [c for c in out if c in ta and c in tb]
     left = [c for c in out if c in ta and c not in tb]
     right = [c for c in out if c in tb and c not in ta]
     contracted = [c for c in ta if c in tb and c not in out]
-    size = {c: n for t, x in zip(terms, xs, strict=True) for c, n in zip(t, x.shape, strict=True)}
+    size: dict[str, int] = {}  # an index of size 1 in one operand broadcasts, as in PyTorch
+    for t, x in zip(terms, xs, strict=True):
+        for c, n in zip(t, x.shape, strict=True):
+            size[c] = max(size.get(c, 1), n)
+    if not contracted:  # a broadcast product: each operand viewed in out's order
+        def aligned(x, t):
+            own = dict(zip(t, x.shape, strict=True))
+            x = ir.permute(x, tuple(t.index(c) for c in out if c in t))
+            return ir.reshape(x, tuple(own.get(c, 1) for c in out))
+
+        return ir.op("mul", aligned(a, ta), aligned(b, tb))
 
     def grouped(x, t, groups):
         order = [c for g in groups for c in g]
-        x = ir.permute(x, tuple(t.index(c) for c in order))
+        x = ir.broadcast_to(ir.permute(x, tuple(t.index(c) for c in order)),
+                            tuple(size[c] for c in order))
         return ir.reshape(x, tuple(math.prod(size[c] for c in g) for g in groups))
 
     a3 = grouped(a, ta, [batch, left, contracted])
@@ -439,6 +461,21 @@ def _einsum_pair(L, xs: list[ir.Expr], terms: list[str], out: str) -> ir.Expr:
 # ------------------------------------------------------------------ multi-head attention
 
 
+class AttentionResult(tuple):
+    """(output, weights) of multi-head attention: a tuple subclass, so that taking the output
+    does not count as a use of weights the compiler does not produce (``Missing``)."""
+
+
+def _additive(mask: ir.Expr) -> ir.Expr:
+    """PyTorch's canonical attention mask: a bool one is -inf where True (not attended), 0
+    elsewhere; a float one is added as it is."""
+    if mask.dtype == torch.bool:
+        return ir.op("where", mask, ir.const(float("-inf")), ir.const(0.0), dtype=torch.float32)
+    if not ir.is_float(mask.dtype):
+        raise Unsupported(f"attention mask of {mask.dtype} (bool or float masks only)")
+    return mask
+
+
 @fn(F.multi_head_attention_forward)
 def _mha_forward(L, query, key, value, embed_dim_to_check, num_heads, in_proj_weight,
                  in_proj_bias, bias_k, bias_v, add_zero_attn, dropout_p, out_proj_weight,
@@ -446,20 +483,25 @@ def _mha_forward(L, query, key, value, embed_dim_to_check, num_heads, in_proj_we
                  attn_mask=None, use_separate_proj_weight=False, q_proj_weight=None,
                  k_proj_weight=None, v_proj_weight=None, static_k=None, static_v=None,
                  average_attn_weights=True, is_causal=False):
-    """``nn.MultiheadAttention``'s functional core (sequence-first (L, N, E) inputs) as its
-    decomposition: the packed or separate input projections, per-head scaled dot-product
-    attention, the output projection. Attention weights are not returned (None)."""
-    if need_weights:
-        raise Unsupported("multi-head attention returning its weights (need_weights=True)")
+    """``nn.MultiheadAttention``'s functional core (sequence-first (L, N, E) inputs, or (L, E)
+    unbatched) as its decomposition: the packed or separate input projections, per-head scaled
+    dot-product attention, the output projection. ``attn_mask`` ((L, S) or (N * heads, L, S))
+    and ``key_padding_mask`` ((N, S)) are bool (True: not attended) or float (added), summed as
+    PyTorch does. The attention weights (``need_weights=True``) are not produced: the output
+    converts, a use of the weights is refused."""
     if bias_k is not None or bias_v is not None or add_zero_attn or static_k is not None \
-            or static_v is not None or key_padding_mask is not None:
-        raise Unsupported("multi-head attention with bias_k/v, zero attention, static keys or "
-                          "a key padding mask")
+            or static_v is not None:
+        raise Unsupported("multi-head attention with bias_k/v, zero attention or static keys")
     if dropout_p and training:
         raise Unsupported("multi-head attention dropout in training mode (random)")
     q, k, v = (_f(L.t(t)) for t in (query, key, value))
-    if len(q.shape) != 3:
-        raise Unsupported("unbatched multi-head attention input")
+    batched = len(q.shape) == 3
+    if len(q.shape) not in (2, 3) or len(k.shape) != len(q.shape):
+        raise Unsupported(f"multi-head attention of a rank-{len(q.shape)} query")
+    kpm = None if key_padding_mask is None else L.t(key_padding_mask)
+    if not batched:  # one sequence: a batch of 1
+        q, k, v = (ir.reshape(t, (t.shape[0], 1, t.shape[1])) for t in (q, k, v))
+        kpm = None if kpm is None else ir.reshape(kpm, (1, *kpm.shape))
     E, H = q.shape[2], num_heads
     if use_separate_proj_weight:
         weights = [L.t(w) for w in (q_proj_weight, k_proj_weight, v_proj_weight)]
@@ -470,18 +512,44 @@ def _mha_forward(L, query, key, value, embed_dim_to_check, num_heads, in_proj_we
         _rows_of(L.t(in_proj_bias), i * E, E) for i in range(3)]
     heads = [_heads(linear(L, t, wt, b), H) for t, wt, b in zip((q, k, v), weights, biases,
                                                                    strict=True)]
-    Lq, N = q.shape[0], q.shape[1]
-    mask = None if attn_mask is None else L.t(attn_mask)
-    if mask is not None and mask.dtype == torch.bool:  # True: not attended (unlike SDPA's)
-        mask = ir.op("where", mask, ir.const(float("-inf")), ir.const(0.0), dtype=torch.float32)
+    Lq, N, S = q.shape[0], q.shape[1], k.shape[0]
+    mask = None if attn_mask is None else _additive(L.t(attn_mask))
     if mask is not None and len(mask.shape) == 3:  # (N * heads, L, S)
         mask = ir.reshape(mask, (N, H, *mask.shape[1:]))
+    if kpm is not None:
+        if kpm.shape != (N, S):
+            raise Unsupported(f"key_padding_mask of shape {kpm.shape} for {N} sequences of {S}")
+        kpm = ir.reshape(_additive(kpm), (N, 1, 1, S))
+        mask = kpm if mask is None else ir.op("add", mask, kpm)
     attn = scaled_dot_product_attention(L, *heads, mask, 0.0, is_causal and mask is None)
     merged = ir.reshape(ir.permute(ir.reshape(attn, (N, H, Lq, E // H)), (2, 0, 1, 3)),
                         (Lq, N, E))
     out = linear(L, merged, L.t(out_proj_weight),
                  None if out_proj_bias is None else L.t(out_proj_bias))
-    return out, None
+    if not batched:
+        out = ir.reshape(out, (Lq, E))
+    weights_out = Missing("the attention weights (need_weights=True)") if need_weights else None
+    return AttentionResult((out, weights_out))
+
+
+@module(nn.MultiheadAttention)
+def _m_mha(L, m: nn.MultiheadAttention, p, query, key, value, key_padding_mask=None,
+           need_weights=True, attn_mask=None, average_attn_weights=True, is_causal=False):
+    """``nn.MultiheadAttention`` lowered whole (its forward inspects its masks in Python, which
+    a trace cannot follow): batch-first inputs transposed to sequence-first and back."""
+    q, k, v = (L.t(t) for t in (query, key, value))
+    batch_first = m.batch_first and len(q.shape) == 3
+    if batch_first:
+        q, k, v = (ir.transpose(t, 0, 1) for t in (q, k, v))
+    out, weights = _mha_forward(
+        L, q, k, v, m.embed_dim, m.num_heads, p("in_proj_weight"), p("in_proj_bias"),
+        p("bias_k"), p("bias_v"), m.add_zero_attn, m.dropout, p("out_proj.weight"),
+        p("out_proj.bias"), training=m.training, key_padding_mask=key_padding_mask,
+        need_weights=need_weights, attn_mask=attn_mask,
+        use_separate_proj_weight=not m._qkv_same_embed_dim, q_proj_weight=p("q_proj_weight"),
+        k_proj_weight=p("k_proj_weight"), v_proj_weight=p("v_proj_weight"),
+        average_attn_weights=average_attn_weights, is_causal=is_causal)
+    return AttentionResult((ir.transpose(out, 0, 1) if batch_first else out, weights))
 
 
 def _rows_of(w: ir.Expr, start: int, n: int) -> ir.Expr:

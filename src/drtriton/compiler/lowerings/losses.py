@@ -18,6 +18,7 @@ from torch.nn import _reduction
 
 from drtriton.compiler import ir
 from drtriton.compiler.lower import Lowering, Unsupported
+from drtriton.compiler.lowerings.elementwise import log1p
 from drtriton.compiler.lowerings.registry import _f, fn, module
 from drtriton.compiler.lowerings.views import dense, take
 
@@ -77,10 +78,32 @@ def _pick_class(L: Lowering, x: ir.Expr, target: ir.Expr, cdim: int, ignore_inde
     return ir.reshape(take(L, x, cdim, ir.reshape(target, keep)), target.shape)
 
 
+def _class_weights(L: Lowering, weight, x: ir.Expr, cdim: int):
+    """``weight=`` of the class-index losses: a float vector of one weight per class, or None."""
+    if weight is None:
+        return None
+    w = _f(dense(L, weight))
+    if w.shape != (x.shape[cdim],):
+        raise Unsupported(f"class weight of shape {w.shape} for {x.shape[cdim]} classes")
+    return w
+
+
+def _target_weights(L: Lowering, w: ir.Expr, target: ir.Expr) -> ir.Expr:
+    """``w[target]``, shaped like ``target`` (an ignored target, out of range, picks 0)."""
+    flat = ir.reshape(target, (max(1, ir.numel(target.shape)),))
+    return ir.reshape(take(L, w, 0, flat), target.shape)
+
+
+def _along_classes(w: ir.Expr, x: ir.Expr, cdim: int) -> ir.Expr:
+    """The class weight vector shaped to broadcast against ``x`` along its class dim."""
+    return ir.reshape(w, tuple(n if k == cdim else 1 for k, n in enumerate(x.shape)))
+
+
 def _ignored_mean(L: Lowering, loss: ir.Expr, target: ir.Expr, ignore_index: int,
-                  reduction: str) -> ir.Expr:
-    """Zero the loss where ``target == ignore_index``; the mean counts only the others (0/0 is
-    NaN when every target is ignored, as in PyTorch)."""
+                  reduction: str, weights: ir.Expr | None = None) -> ir.Expr:
+    """Zero the loss where ``target == ignore_index``; the mean counts only the others, or with
+    class weights divides by the sum of the weights of their targets (0/0 is NaN when every
+    target is ignored, as in PyTorch)."""
     valid = ir.op("ne", target, ir.const(ignore_index))
     loss = ir.op("where", valid, loss, ir.const(0.0))
     if reduction == "none":
@@ -88,16 +111,19 @@ def _ignored_mean(L: Lowering, loss: ir.Expr, target: ir.Expr, ignore_index: int
     total = L.reduce("sum", loss, None)
     if reduction == "sum":
         return total
-    count = L.reduce("sum", ir.cast(valid, torch.float32), None)
+    if weights is None:
+        count = L.reduce("sum", ir.cast(valid, torch.float32), None)
+    else:
+        count = L.reduce("sum", ir.op("where", valid, weights, ir.const(0.0)), None)
     return ir.op("div", total, count)
 
 
 def cross_entropy(L: Lowering, x, target, weight, ignore_index: int, reduction: str,
                   smoothing: float) -> ir.Expr:
-    """``F.cross_entropy`` without class weights, as ATen composes it: ``nll = lse - x[target]``
-    (minus log_softmax at the target) and, with label smoothing eps, ``(1 - eps) * nll +
-    eps / C * sum_c (lse - x_c)``; ignored targets count 0 and leave the mean's count."""
-    _no_weight(weight)
+    """``F.cross_entropy`` as ATen composes it: ``nll = w[target] * (lse - x[target])`` (minus
+    log_softmax at the target, times the target's class weight, 1 without ``weight``) and, with
+    label smoothing eps, ``(1 - eps) * nll + eps / C * sum_c w_c (lse - x_c)``; ignored targets
+    count 0 and leave the mean's denominator (their number, or the sum of their weights)."""
     if not isinstance(smoothing, int | float) or not 0.0 <= smoothing <= 1.0:
         raise Unsupported(f"label_smoothing={smoothing!r}")
     x, target = dense(L, x), dense(L, target)
@@ -107,23 +133,33 @@ def cross_entropy(L: Lowering, x, target, weight, ignore_index: int, reduction: 
     cdim = _class_dim(x)
     if not ir.is_cheap(x):  # read by several kernels: computed once
         x = L.materialize(x)
+    w = _class_weights(L, weight, x, cdim)
     lse = _logsumexp_keep(L, x, cdim)
     eps = float(smoothing)
+    nll_all = ir.op("sub", lse, x)  # minus log_softmax, every class
+    if w is not None:
+        w_c = _along_classes(w, x, cdim)
     if ir.is_float(target.dtype):
-        return _cross_entropy_probs(L, x, target, ir.op("sub", lse, x), cdim, eps, reduction)
+        if w is not None:
+            nll_all = ir.op("mul", nll_all, w_c)
+        return _cross_entropy_probs(L, x, target, nll_all, cdim, eps, reduction)
     lse_t = ir.reshape(lse, target.shape)
     loss = ir.op("sub", lse_t, _pick_class(L, x, target, cdim, ignore_index))
+    w_t = None if w is None else _target_weights(L, w, target)
+    if w_t is not None:
+        loss = ir.op("mul", loss, w_t)
     if eps:
-        smooth = L.reduce("sum", ir.op("sub", lse, x), cdim)
+        smooth = L.reduce("sum", nll_all if w is None else ir.op("mul", nll_all, w_c), cdim)
         loss = ir.op("add", ir.op("mul", loss, ir.const(1.0 - eps)),
                      ir.op("mul", smooth, ir.const(eps / x.shape[cdim])))
-    return _ignored_mean(L, loss, target, ignore_index, reduction)
+    return _ignored_mean(L, loss, target, ignore_index, reduction, w_t)
 
 
 def _cross_entropy_probs(L: Lowering, x: ir.Expr, target: ir.Expr, nll: ir.Expr, cdim: int,
                          eps: float, reduction: str) -> ir.Expr:
     """Class-probability targets: ``-(log_softmax(x) * t').sum()`` with ``t' = (1 - eps) t +
-    eps / C``, the mean over every element but the class dim (PyTorch divides by numel / C);
+    eps / C`` (``nll`` is minus log_softmax, times the class weights if any), the mean over
+    every element but the class dim (PyTorch divides by numel / C, weights or not);
     ignore_index does not apply."""
     if target.shape != x.shape:
         raise Unsupported(f"probability target shape {target.shape} for input {x.shape}")
@@ -148,11 +184,15 @@ def _cross_entropy(L: Lowering, input, target, weight=None, size_average=None,
 
 
 def nll_loss(L: Lowering, x, target, weight, ignore_index: int, reduction: str) -> ir.Expr:
-    """``F.nll_loss`` without class weights: ``-x[target]`` along the class dim."""
-    _no_weight(weight)
+    """``F.nll_loss``: ``-w[target] * x[target]`` along the class dim (w = 1 without
+    ``weight``); the mean divides by the number, or the summed weights, of the kept targets."""
     x, target = _f(dense(L, x)), dense(L, target)
-    picked = _pick_class(L, x, target, _class_dim(x), ignore_index)
-    return _ignored_mean(L, ir.op("neg", picked), target, ignore_index, reduction)
+    cdim = _class_dim(x)
+    picked = _pick_class(L, x, target, cdim, ignore_index)
+    w = _class_weights(L, weight, x, cdim)
+    w_t = None if w is None else _target_weights(L, w, target)
+    loss = ir.op("neg", picked) if w_t is None else ir.op("mul", ir.op("neg", picked), w_t)
+    return _ignored_mean(L, loss, target, ignore_index, reduction, w_t)
 
 
 @fn(F.nll_loss)
@@ -364,3 +404,66 @@ def _m_hinge(L: Lowering, m: nn.HingeEmbeddingLoss, p, input, target) -> ir.Expr
 @module(nn.PairwiseDistance)
 def _m_pairwise(L: Lowering, m: nn.PairwiseDistance, p, x1, x2) -> ir.Expr:
     return pairwise_distance(L, x1, x2, m.norm, m.eps, m.keepdim)
+
+
+# ------------------------------------------------------------------ binary cross entropy
+
+
+def _same_shape(x: ir.Expr, target: ir.Expr, what: str) -> None:
+    if target.shape != x.shape:  # F raises ValueError here
+        raise Unsupported(f"{what} of target {target.shape} and input {x.shape} (sizes differ)")
+
+
+def _weighted(loss: ir.Expr, weight) -> ir.Expr:
+    """The elementwise loss times ``weight`` broadcast to it (a per-class or per-element
+    rescaling weight, as PyTorch's ``weight=`` of the binary losses)."""
+    if weight is None:
+        return loss
+    weight = _f(weight)
+    if ir.broadcast_shapes(loss.shape, weight.shape) != loss.shape:
+        raise Unsupported(f"weight of shape {weight.shape} for a loss of shape {loss.shape}")
+    return ir.op("mul", loss, weight)
+
+
+def binary_cross_entropy_with_logits(L: Lowering, x, target, weight, pos_weight,
+                                     reduction: str) -> ir.Expr:
+    """ATen's stable form: ``(1 - t) * x - log_sigmoid(x) * (1 + (pos_weight - 1) * t)``, times
+    ``weight``; ``log_sigmoid(x) = min(x, 0) - log1p(exp(-|x|))`` never overflows."""
+    x, t = _f(dense(L, x)), _f(dense(L, target))
+    _same_shape(x, t, "binary_cross_entropy_with_logits")
+    log_sig = ir.op("sub", ir.op("minimum", x, ir.const(0.0)),
+                    log1p(ir.op("exp", ir.op("neg", ir.op("abs", x)))))
+    if pos_weight is not None:
+        scale = ir.op("add", ir.op("mul", ir.op("sub", _f(L.t(pos_weight)), ir.const(1.0)), t),
+                      ir.const(1.0))
+        log_sig = ir.op("mul", log_sig, scale)
+    loss = ir.op("sub", ir.op("mul", ir.op("sub", ir.const(1.0), t), x), log_sig)
+    return _reduce_loss(L, _weighted(loss, None if weight is None else L.t(weight)), reduction)
+
+
+@fn(F.binary_cross_entropy_with_logits)
+def _bce_with_logits(L: Lowering, input, target, weight=None, size_average=None, reduce=None,
+                     reduction: str = "mean", pos_weight=None) -> ir.Expr:
+    return binary_cross_entropy_with_logits(L, input, target, weight, pos_weight,
+                                            _reduction_arg(size_average, reduce, reduction))
+
+
+def binary_cross_entropy(L: Lowering, x, target, weight, reduction: str) -> ir.Expr:
+    """ATen's: ``(t - 1) * max(log1p(-x), -100) - t * max(log(x), -100)`` (each log clamped at
+    -100, so x = 0 or 1 gives a finite loss), times ``weight``. PyTorch raises for an input
+    outside [0, 1]; here such an element's loss is NaN."""
+    x, t = _f(dense(L, x)), _f(dense(L, target))
+    _same_shape(x, t, "binary_cross_entropy")
+    floor = ir.const(-100.0)
+    log_x = ir.op("maximum", ir.op("log", x), floor)
+    log_1mx = ir.op("maximum", log1p(ir.op("neg", x)), floor)
+    loss = ir.op("sub", ir.op("mul", ir.op("sub", t, ir.const(1.0)), log_1mx),
+                 ir.op("mul", t, log_x))
+    return _reduce_loss(L, _weighted(loss, None if weight is None else L.t(weight)), reduction)
+
+
+@fn(F.binary_cross_entropy)
+def _bce(L: Lowering, input, target, weight=None, size_average=None, reduce=None,
+         reduction: str = "mean") -> ir.Expr:
+    return binary_cross_entropy(L, input, target, weight,
+                                _reduction_arg(size_average, reduce, reduction))

@@ -145,6 +145,20 @@ def _normalize(L, x, p=2.0, dim=1, eps=1e-12, out=None):
     return ir.op("div", x, ir.op("maximum", n, ir.const(float(eps))))
 
 
+@fn(F.cosine_similarity, torch.cosine_similarity)
+def _cosine_similarity(L, x1, x2, dim=1, eps=1e-8):
+    """ATen's: the inputs broadcast, each divided by its own L2 norm along ``dim`` clamped to
+    at least ``eps``, the products summed (not ``x1 . x2 / max(|x1| |x2|, eps)``)."""
+    a, b = _f(L.t(x1)), _f(L.t(x2))
+    shape = ir.broadcast_shapes(a.shape, b.shape)
+    a, b = ir.broadcast_to(a, shape), ir.broadcast_to(b, shape)
+
+    def unit(x: ir.Expr) -> ir.Expr:
+        return ir.op("div", x, ir.op("maximum", _norm(L, x, 2, dim, True), ir.const(float(eps))))
+
+    return L.reduce("sum", ir.op("mul", unit(a), unit(b)), dim, False)
+
+
 @fn(torch.logsumexp)
 @method("logsumexp")
 def _logsumexp(L, x, dim, keepdim=False):
