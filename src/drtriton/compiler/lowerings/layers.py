@@ -385,16 +385,20 @@ for _n, _f_ in enumerate([F.adaptive_max_pool1d, F.adaptive_max_pool2d, F.adapti
 
 @fn(torch.einsum)
 def _einsum(L, equation, *operands):
-    """Explicit output (``->``), no ellipsis or repeated index in one operand, any number of
-    operands: indices of one operand alone are summed first, then the operands are contracted
+    """No ellipsis or repeated index in one operand, any number of operands; an implicit output
+    (no ``->``) is, as in NumPy and PyTorch, the indices that appear once, in alphabetical
+    order. Indices of one operand alone are summed first, then the operands are contracted
     pairwise left to right (each pair keeps the indices the output or a later operand needs): a
     batched matmul where the pair shares an index it no longer needs, else a broadcast product
     (lazy, fused into its consumer)."""
     if len(operands) == 1 and isinstance(operands[0], list | tuple):
         operands = tuple(operands[0])
     eq = equation.replace(" ", "")
-    if "->" not in eq or "." in eq or not operands:
-        raise Unsupported(f"einsum {equation!r} (explicit output, no ellipsis)")
+    if "." in eq or not operands:
+        raise Unsupported(f"einsum {equation!r} (no ellipsis)")
+    if "->" not in eq:
+        letters = eq.replace(",", "")
+        eq += "->" + "".join(sorted(c for c in set(letters) if letters.count(c) == 1))
     ins, out = eq.split("->")
     terms = ins.split(",")
     xs = [_f(L.t(x)) for x in operands]
