@@ -499,7 +499,10 @@ def plan_rows_block(name: str) -> str | None:
 
 def _plan_plot(rows: list[dict], path: Path) -> None:
     """Speedup distributions against eager and torch.compile, per suite and mode."""
-    import matplotlib
+    try:
+        import matplotlib
+    except ImportError:
+        raise SystemExit("report.py: plotting needs matplotlib: pip install -e '.[plot]'") from None
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
