@@ -118,3 +118,44 @@ def test_recurrent_cells_in_a_models_own_loop(name):
     body, init = CELL_LOOPS[name]
     src = program(body, [(2, 3, 6), (2, 8)], init=init)
     check(src, atol=1e-5, rtol=1e-4, equal_nan=False)
+
+
+FLATTENED = '''
+import torch
+import torch.nn as nn
+
+
+class Model(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.rnn = nn.LSTM(5, 6, num_layers=2, bidirectional=True)
+        # every weight a view into one storage, as flatten_parameters leaves them under cuDNN
+        names = [n for n, _ in self.rnn.named_parameters()]
+        flat = torch.cat([p.detach().reshape(-1) for p in self.rnn.parameters()])
+        start = 0
+        for name in names:
+            shape = getattr(self.rnn, name).shape
+            count = shape.numel()
+            setattr(self.rnn, name, nn.Parameter(flat[start:start + count].view(shape)))
+            start += count
+
+    def forward(self, x):
+        out, (h, c) = self.rnn(x)
+        return out, h, c
+
+
+def get_inputs():
+    return [torch.randn(4, 3, 5)]
+
+
+def get_init_inputs():
+    return []
+'''
+
+
+@pytest.mark.parametrize("mode", ["strict", "hybrid"])
+def test_weights_that_are_views_into_one_storage_are_read_where_they_are(mode):
+    """A strided view of a parameter starts at the parameter, not at its storage's start: on
+    CUDA an RNN's weights are views into one flattened buffer (a 2-layer LSTM read layer 0's
+    input weights for layer 1)."""
+    check(FLATTENED, mode, atol=1e-5, rtol=1e-5)

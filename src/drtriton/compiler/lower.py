@@ -509,7 +509,11 @@ class Lowering(Reductions):
         base_shape = self.shapes[e.buf][0]
         if e.offset == 0 and _contig(e.shape, e.strides) and base_shape == e.shape:
             return e.buf
-        return f"{e.buf}.as_strided({e.shape!r}, {tuple(e.strides)!r}, {e.offset})"
+        # as_strided's offset counts from the storage's start: an input or a parameter may be a
+        # view into a larger storage (an RNN's weights, flattened into one buffer on CUDA)
+        offset = (str(e.offset) if self._own_buffer(e.buf)
+                  else f"{e.buf}.storage_offset() + {e.offset}")
+        return f"{e.buf}.as_strided({e.shape!r}, {tuple(e.strides)!r}, {offset})"
 
     def torch_call(self, code: str, shape: ir.Shape, dtype: torch.dtype) -> ir.Load:
         buf = self.new_buf()
