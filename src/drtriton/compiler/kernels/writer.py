@@ -23,6 +23,20 @@ TL_DTYPES = {
 }
 
 
+HALF = (torch.float16, torch.bfloat16)
+# operators Triton computes in fp32 or fp64 only (and PyTorch computes in fp32 for half inputs)
+OPMATH = frozenset({"exp", "log", "sqrt", "rsqrt", "cos", "sin", "exp2", "log2", "erf",
+                    "sigmoid", "tanh", "pow", "div"})
+
+
+def _reads_half(e) -> bool:
+    """Whether ``e`` may be a half value in the kernel: it or an operand below it is half (the
+    IR's dtype of a product of a half value and a Python float is not what Triton makes)."""
+    if getattr(e, "dtype", None) in HALF:
+        return True
+    return any(_reads_half(a) for a in getattr(e, "args", ()))
+
+
 HELPERS = {
     "_tanh": '''@triton.jit
 def _tanh(x):
@@ -356,6 +370,14 @@ class Writer:
         return None
 
     def _op(self, e: ir.Op, a: list[str], idx: list[str]) -> str:
+        if e.name in OPMATH:  # half arguments computed in fp32, as PyTorch does
+            a = [f"{x}.to(tl.float32)" if _reads_half(arg) else x
+                 for x, arg in zip(a, e.args, strict=True)]
+            if e.dtype in HALF:  # and the result rounded to half once
+                return f"({self._op_wide(e, a, idx)}).to({TL_DTYPES[e.dtype]})"
+        return self._op_wide(e, a, idx)
+
+    def _op_wide(self, e: ir.Op, a: list[str], idx: list[str]) -> str:
         n, p = e.name, e.params
         binary = {"add": "+", "sub": "-", "mul": "*", "div": "/", "lt": "<", "le": "<=",
                   "gt": ">", "ge": ">=", "eq": "==", "ne": "!=", "and": "&", "or": "|"}

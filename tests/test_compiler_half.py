@@ -1,0 +1,52 @@
+"""float16 programs: the operators Triton computes in fp32 only (exp, erf, sqrt, sigmoid, ...)
+take half arguments widened to fp32 and round their result to half, as PyTorch does. Checked in
+the interpreter at the judge's float16 tolerance (bfloat16 cannot run there)."""
+
+from __future__ import annotations
+
+import os
+
+os.environ.setdefault("TRITON_INTERPRET", "1")
+
+import pytest  # noqa: E402
+
+from compiler_cases.harness import check  # noqa: E402
+
+HALF_BLOCK = '''
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+
+class Model(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.conv = nn.Conv2d(3, 8, 3, padding=1)
+        self.bn = nn.BatchNorm2d(8)
+        self.q = nn.Linear(8, 8)
+        self.fc = nn.Linear(8, 8)
+        self.ln = nn.LayerNorm(8)
+        self.half()
+
+    def forward(self, x):
+        y = F.silu(self.bn(self.conv(x)))
+        t = y.flatten(2).transpose(1, 2)
+        att = torch.softmax(self.q(t) @ t.transpose(1, 2) / 8 ** 0.5, dim=-1)
+        z = self.ln(F.gelu(self.fc(att @ t)))
+        return (torch.tanh(z).sum(dim=1) + torch.sigmoid(t).mean(dim=1)
+                + torch.exp(-t.abs()).amax(dim=1) + torch.rsqrt(t * t + 1).sum(dim=1))
+
+
+def get_inputs():
+    return [torch.randn(2, 3, 4, 4, dtype=torch.float16)]
+
+
+def get_init_inputs():
+    return []
+'''
+
+
+@pytest.mark.parametrize("mode", ["strict", "hybrid"])
+def test_a_float16_block_matches_pytorch(mode):
+    candidate = check(HALF_BLOCK, mode, atol=1e-2, rtol=1e-2)
+    assert ".to(tl.float32)" in candidate  # the half arguments of fp32-only operators
