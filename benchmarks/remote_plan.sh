@@ -4,7 +4,7 @@
 #   git archive SHA -o scratch/head.tar            # on this machine, once per commit
 #   bash benchmarks/remote_plan.sh SHA SECONDS [PLAN]   # on the lent machine (carry scratch, .deb)
 # Optional carried inputs: .deb/*.deb (bubblewrap, unpacked under /opt/bw), scratch/whl/*.whl
-# (packages the image lacks), scratch/carry/xdg.tar.gz (baseline and tuning caches of an
+# (packages the image lacks), scratch/carry/xdg.tar.gz (the baseline and tuning caches of an
 # earlier call). Rows are keyed by the archive's source tree, so calls at one commit add up.
 set -u
 SHA=$1; SECS=$2; PLAN=${3:-benchmarks/plans/gpu.toml}
@@ -36,9 +36,9 @@ mkdir -p "$F/$(dirname "$RES")"
 echo "rows before: $(cat "$F/$RES" 2>/dev/null | wc -l)"
 cd "$F"
 export DRTRITON_COMMIT=$SHA PYTHONPATH=$F/src:/opt/site
-keep() {  # what comes back even if the call is cut short
+keep() {  # what comes back even if the call is cut short (the kernel store is rebuilt there)
   cp "$RES" "$OUT/" 2>/dev/null
-  (cd /opt/xdg && tar -czf "$OUT/xdg.tar.gz.part" drtriton 2>/dev/null \
+  (cd /opt/xdg && tar -czf "$OUT/xdg.tar.gz.part" drtriton/*.sqlite 2>/dev/null \
     && mv "$OUT/xdg.tar.gz.part" "$OUT/xdg.tar.gz")
 }
 ( n=0; while sleep 30; do
