@@ -205,7 +205,7 @@ class _Tracer(fx.Tracer):
     """fx's tracer, keeping as calls only the modules the compiler lowers whole."""
 
     def __init__(self, lowered: frozenset[type] | None) -> None:
-        super().__init__()
+        super().__init__(autowrap_functions=kept_functions())
         self.lowered = lowered
         # buffers read in forward stay attributes (``self.cos[:s]``): folded into the graph as
         # constants, a large one could not be written into ModelNew
@@ -305,7 +305,17 @@ def _on_meta(module: torch.nn.Module):
 def _shape_tracer() -> fx.Tracer:
     """A tracer that knows the inputs' shapes (its class is made on first use: it subclasses
     ``torch.fx.experimental``'s, imported only when needed)."""
-    return _shape_tracer_class()()
+    return _shape_tracer_class()(autowrap_functions=kept_functions())
+
+
+def kept_functions() -> tuple:
+    """Library functions kept as one call in the graph, not traced into: einops' (it refuses
+    proxies), where einops is installed."""
+    try:
+        import einops
+    except ImportError:
+        return ()
+    return (einops.rearrange,)
 
 
 def meta_inputs(module) -> list | None:

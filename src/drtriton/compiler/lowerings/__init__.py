@@ -6,6 +6,7 @@ Importing this package fills the dispatch tables in ``lower``, one module per fa
 """
 
 from drtriton.compiler.lowerings import (
+    einops_ops,
     elementwise,
     layers,
     losses,
@@ -18,6 +19,6 @@ from drtriton.compiler.lowerings import (
 )
 
 __all__ = [
-    "elementwise", "layers", "losses", "made", "modules", "recurrent", "reductions", "resample",
-    "views",
+    "einops_ops", "elementwise", "layers", "losses", "made", "modules", "recurrent",
+    "reductions", "resample", "views",
 ]

@@ -1,0 +1,64 @@
+"""``einops.rearrange`` in a reference: kept as one call by the capture (einops refuses fx's
+proxies) and lowered to views; checked against PyTorch in the interpreter."""
+
+from __future__ import annotations
+
+import os
+
+os.environ.setdefault("TRITON_INTERPRET", "1")
+
+import pytest  # noqa: E402
+
+from compiler_cases.harness import check  # noqa: E402
+from drtriton.compiler import CompilerConfig, UnsupportedOperatorError, compile_program  # noqa: E402
+
+pytest.importorskip("einops")
+
+PROGRAM = '''
+import torch
+import torch.nn as nn
+from einops import rearrange
+
+
+class Model(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.proj = nn.Linear(PROJ, PROJ)
+
+    def forward(self, x):
+        y = rearrange(x, PATTERN)
+        return self.proj(torch.relu(y))
+
+
+def get_inputs():
+    return [torch.randn(SHAPE)]
+
+
+def get_init_inputs():
+    return []
+'''
+
+CASES = {  # pattern (with sizes), input shape, the last dim of the result
+    "tokens_from_a_feature_map": ('"b c h w -> b (h w) c"', (2, 3, 4, 5), 3),
+    "vit_patches": ('"b c (h p1) (w p2) -> b (h w) (p1 p2 c)", p1=2, p2=2', (2, 3, 4, 6), 12),
+    "heads_split": ('"b n (heads d) -> b heads n d", heads=2', (2, 5, 8), 4),
+    "feature_map_from_tokens": ('"b (h w) c -> b c w h", h=2', (2, 6, 4), 2),
+    "unit_axis": ('"b c h w -> b h w c 1"', (2, 3, 4, 5), 1),
+}
+
+
+def _program(pattern: str, shape: tuple, last: int) -> str:
+    return (PROGRAM.replace("PATTERN", pattern).replace("SHAPE", repr(shape))
+            .replace("PROJ", str(last)))
+
+
+@pytest.mark.parametrize("mode", ["strict", "hybrid"])
+@pytest.mark.parametrize("name", sorted(CASES))
+def test_rearrange_matches_einops(name, mode):
+    check(_program(*CASES[name]), mode)
+
+
+def test_a_rearrange_with_an_ellipsis_is_refused_naming_einops():
+    source = _program('"b ... c -> b c ..."', (2, 3, 4, 5), 4)
+    with pytest.raises(UnsupportedOperatorError, match="einops"):
+        compile_program(source, CompilerConfig(device="cpu"))
