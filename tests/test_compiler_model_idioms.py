@@ -1,8 +1,9 @@
 """Idioms found in whole models (GCN, PointNet, Llama/T5, WaveNet, minGPT, Conformer, CBAM,
 AlexNet, timm, YOLO): ``torch.eye``, ``type_as``, ``x.new_zeros``, ``F.one_hot``, ``math.sqrt``
 of a size, ``F.glu``, adaptive max pooling and adaptive pooling of non-dividing sizes,
-``x.ndim``, ``torch.meshgrid`` and keyword ``split``; each compiled strict and hybrid and
-compared with PyTorch in the Triton interpreter.
+``x.ndim``, ``torch.meshgrid``, keyword ``split``, ``isinf``, ``outer``, cosine similarity,
+binary and class-weighted cross entropy, n-ary ``einsum`` and ``nn.MultiheadAttention`` masks;
+each compiled strict and hybrid and compared with PyTorch in the Triton interpreter.
 
 Run: .venv/bin/python -m pytest -q tests/test_compiler_model_idioms.py
 """

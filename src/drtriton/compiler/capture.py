@@ -308,6 +308,7 @@ def _shape_tracer() -> fx.Tracer:
     return _shape_tracer_class()(autowrap_functions=kept_functions())
 
 
+@functools.cache
 def kept_functions() -> tuple:
     """Library functions kept as one call in the graph, not traced into: einops' (it refuses
     proxies), where einops is installed."""

@@ -13,6 +13,7 @@ Nothing here runs PyTorch compute; shapes are static (taken from shape propagati
 from __future__ import annotations
 
 import math
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 
 import torch
@@ -352,23 +353,29 @@ def op_cost(x: Expr, seen: set | None = None) -> int:
     return own + sum(op_cost(k, seen) for k in kids)
 
 
-def buffers_of(x: Expr, acc: dict | None = None) -> dict[str, list[Load]]:
-    """Buffers read by an expression, with every load of each."""
-    acc = {} if acc is None else acc
+def nodes(x: Expr) -> Iterator[Expr]:
+    """Every node of an expression, each shared subexpression once."""
     stack, seen = [x], set()
     while stack:
         e = stack.pop()
         if id(e) in seen:
             continue
         seen.add(id(e))
-        if isinstance(e, Load):
-            acc.setdefault(e.buf, []).append(e)
-        elif isinstance(e, Op):
+        yield e
+        if isinstance(e, Op):
             stack.extend(e.args)
         elif isinstance(e, View | Reshape):
             stack.append(e.child)
         elif isinstance(e, Cat):
             stack.extend(e.parts)
+
+
+def buffers_of(x: Expr, acc: dict | None = None) -> dict[str, list[Load]]:
+    """Buffers read by an expression, with every load of each."""
+    acc = {} if acc is None else acc
+    for e in nodes(x):
+        if isinstance(e, Load):
+            acc.setdefault(e.buf, []).append(e)
     return acc
 
 

@@ -54,11 +54,9 @@ def measure_choices(candidate: str, reference: str, device: str = "cuda",
 
     program = load_program(reference, "reference")
     module = _import_file(candidate)
-    tuners = [v for v in vars(module).values() if isinstance(v, Autotuner)]
+    tuners = _tuners(module)
     on_gpu = torch.device(device).type == "cuda"
-    if on_gpu:
-        _precompile_in_processes(module, program, reference, compile_workers)
-    precompiled = on_gpu and _precompile(module, program)
+    precompiled = on_gpu and _precompile_shared(module, program, reference, compile_workers)
     with _gpu_in_use(on_gpu):
         model = _build(module, program, device)
         inputs = make_inputs(program, TUNING_SEED, device)
@@ -91,8 +89,7 @@ def time_candidates(candidates: list[str], reference: str, device: str = "cuda",
     modules = [_import_file(source) for source in candidates]
     if on_gpu:
         for module in modules:
-            _precompile_in_processes(module, program, reference, compile_workers)
-            _precompile(module, program)
+            _precompile_shared(module, program, reference, compile_workers)
     with _gpu_in_use(on_gpu), torch.no_grad():
         inputs = make_inputs(program, TUNING_SEED, device)
         models = [_build(module, program, device) for module in modules]
@@ -109,9 +106,7 @@ def _precompile(module, program, skip: frozenset = frozenset()) -> bool:
     (compile only). It uses no GPU, so a gated job does it before it asks to share the GPU, and
     the real forward then loads each kernel from Triton's cache. False when the forward does not
     run on meta (it reads data): its kernels then compile when first launched."""
-    from triton.runtime.autotuner import Autotuner
-
-    tuners = [v for v in vars(module).values() if isinstance(v, Autotuner)]
+    tuners = _tuners(module)
     try:
         inputs = make_inputs(program, TUNING_SEED, "meta")
         model = _build(module, program, "meta")
@@ -163,6 +158,12 @@ def _compile_only(tuners: list) -> Iterator[None]:
 MIN_CONFIGS_PER_WORKER = 4  # a worker process costs an interpreter, torch and a CUDA context
 
 
+def _precompile_shared(module, program, reference: str, workers: int) -> bool:
+    """``_precompile``, its compiles first shared among ``workers`` processes."""
+    _precompile_in_processes(module, program, reference, workers)
+    return _precompile(module, program)
+
+
 def _precompile_in_processes(module, program, reference: str, workers: int) -> None:
     """Compile the candidate's kernels into Triton's disk cache in ``workers`` processes, each
     every ``workers``-th config of each autotuned kernel (Triton holds the GIL while it
@@ -172,10 +173,7 @@ def _precompile_in_processes(module, program, reference: str, workers: int) -> N
     import subprocess
     import sys
 
-    from triton.runtime.autotuner import Autotuner
-
-    tuners = [v for v in vars(module).values() if isinstance(v, Autotuner)]
-    configs = sum(len(t.configs) for t in tuners)
+    configs = sum(len(t.configs) for t in _tuners(module))
     workers = max(1, min(workers, configs // MIN_CONFIGS_PER_WORKER))
     if workers == 1:
         return
@@ -205,10 +203,9 @@ def precompile_part(candidate_file: str, reference_file: str, part: str, parts: 
 def _compile_part(module, program, part: int, parts: int) -> bool:
     """Compile configs ``part::parts`` of each autotuned kernel of ``module`` (the kernels
     launched with a fixed config: part 0 only)."""
-    from triton.runtime.autotuner import Autotuner
     from triton.runtime.jit import JITFunction
 
-    tuners = [v for v in vars(module).values() if isinstance(v, Autotuner)]
+    tuners = _tuners(module)
     kernels = {v for v in vars(module).values() if isinstance(v, JITFunction)}
     tuned = {_jit_function(t) for t in tuners}
     skip = set() if part == 0 else kernels - tuned
@@ -223,6 +220,13 @@ def _compile_part(module, program, part: int, parts: int) -> bool:
     finally:
         for tuner, configs in saved:
             tuner.configs = configs
+
+
+def _tuners(module) -> list:
+    """The candidate's ``triton.autotune`` kernels."""
+    from triton.runtime.autotuner import Autotuner
+
+    return [v for v in vars(module).values() if isinstance(v, Autotuner)]
 
 
 def _jit_function(tuner):

@@ -29,12 +29,10 @@ OPMATH = frozenset({"exp", "log", "sqrt", "rsqrt", "cos", "sin", "exp2", "log2",
                     "sigmoid", "tanh", "pow", "div"})
 
 
-def _reads_half(e) -> bool:
-    """Whether ``e`` may be a half value in the kernel: it or an operand below it is half (the
-    IR's dtype of a product of a half value and a Python float is not what Triton makes)."""
-    if getattr(e, "dtype", None) in HALF:
-        return True
-    return any(_reads_half(a) for a in getattr(e, "args", ()))
+def _reads_half(e: ir.Expr) -> bool:
+    """Whether ``e`` may be a half value in the kernel: a node of it is half (the IR's dtype of
+    a product of a half value and a Python float is not what Triton makes)."""
+    return any(n.dtype in HALF for n in ir.nodes(e))
 
 
 HELPERS = {
