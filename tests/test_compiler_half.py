@@ -50,3 +50,29 @@ def get_init_inputs():
 def test_a_float16_block_matches_pytorch(mode):
     candidate = check(HALF_BLOCK, mode, atol=1e-2, rtol=1e-2)
     assert ".to(tl.float32)" in candidate  # the half arguments of fp32-only operators
+
+
+RESHAPED = '''
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+
+class Model(nn.Module):
+    def forward(self, x):
+        y = F.gelu(x).reshape(2, 12).transpose(0, 1) * 0.5
+        return torch.exp(y.reshape(4, 6)) + torch.sigmoid(x.reshape(6, 4).t())
+
+
+def get_inputs():
+    return [torch.randn(4, 6, dtype=torch.float16)]
+
+
+def get_init_inputs():
+    return []
+'''
+
+
+@pytest.mark.parametrize("mode", ["strict", "hybrid"])
+def test_half_values_behind_views_are_widened_too(mode):
+    check(RESHAPED, mode, atol=1e-2, rtol=1e-2)
