@@ -7,10 +7,14 @@ from __future__ import annotations
 
 import threading
 import time
+from pathlib import Path
 
 from drtriton import gpu_gate
 from drtriton.compiler import tune
-from drtriton.judge.pair import GpuHold, GpuLock
+from drtriton.judge.config import JudgeConfig
+from drtriton.judge.pair import GpuHold, GpuLock, Slot, _gpu_out_of_memory, run_call
+from drtriton.judge.sandbox import JobResult
+from drtriton.judge.worker import REPORT
 
 
 def _eventually(predicate, timeout_s: float = 5.0) -> bool:
@@ -170,3 +174,39 @@ def test_the_compile_pass_launches_each_config_once_and_forgets_its_choice():
         tuner.cache[("key",)] = "first config"
     assert launches == [1]
     assert tuner._do_bench == "do_bench" and tuner.cache == {}
+
+
+class _OutOfMemoryOnceBox:
+    """A stand-in sandbox: its first child runs out of GPU memory, the next one succeeds. It
+    records whether the GPU was held exclusively while each child ran."""
+
+    def __init__(self, scratch, lock: GpuLock) -> None:
+        self.scratch, self.lock, self.alone = str(scratch), lock, []
+
+    def run(self, job_dir: str, timeout_s: float, cache: str) -> JobResult:
+        self.alone.append(self.lock._writer)
+        report = ({"status": "crashed", "reason": "memory limit exceeded in reference forward: "
+                   "OutOfMemoryError: CUDA out of memory. Tried to allocate 7.53 GiB."}
+                  if len(self.alone) == 1 else {"status": "ok", "result": 7})
+        (Path(job_dir) / REPORT).write_text(repr(report))
+        return JobResult(0, None, False, False, "", 0.1)
+
+
+def test_a_reference_out_of_gpu_memory_while_sharing_runs_again_with_the_gpu_alone(tmp_path):
+    slot = Slot([], judge_device="cpu", child_device="cuda", environment={})
+    box = _OutOfMemoryOnceBox(tmp_path, slot.gpu)
+    source = "import torch\nclass Model(torch.nn.Module):\n    pass\n"
+    source += "def get_inputs():\n    return []\ndef get_init_inputs():\n    return []\n"
+    result = run_call(source, "m:f", {}, JudgeConfig(), slot, box, "capture")
+    assert result == 7
+    assert box.alone == [False, True]
+
+
+def test_a_child_out_of_gpu_memory_is_retried_only_on_a_gpu():
+    crashed = {"status": "crashed", "reason": "OutOfMemoryError: CUDA out of memory."}
+    on_gpu = Slot([], judge_device="cpu", child_device="cuda", environment={})
+    on_cpu = Slot([], judge_device="cpu", child_device="cpu", environment={})
+    assert _gpu_out_of_memory(crashed, on_gpu)
+    assert not _gpu_out_of_memory(crashed, on_cpu)
+    assert not _gpu_out_of_memory({"status": "crashed", "reason": "killed by signal 9"}, on_gpu)
+    assert not _gpu_out_of_memory(None, on_gpu)

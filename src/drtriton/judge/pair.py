@@ -283,14 +283,18 @@ def _reference_job(
     check_reference_source(source)
     work = Path(tempfile.mkdtemp(prefix=f"{kind}-", dir=box.scratch))
     try:
-        job_dir = work / kind
         spec = {**_job_spec(kind, config, slot), **fields, "gpu_gate": gated}
-        _write_job(job_dir, spec, source, {})
         # a gated child (the compiler's) starts on the host alone and asks for the GPU
-        hold = GpuHold(slot.gpu, "none", job_dir) if gated else GpuHold(slot.gpu)
-        with hold, _outputs(job_dir, slot) as channel:
-            result = box.run(str(job_dir), config.reference_timeout_s, str(work / "cache"))
-        report = read_report(job_dir)
+        holds = ["none"] if gated else ["shared", "exclusive"]
+        for attempt, state in enumerate(holds):
+            job_dir = work / f"{kind}-{attempt}"
+            _write_job(job_dir, spec, source, {})
+            gate_dir = job_dir if gated else None
+            with GpuHold(slot.gpu, state, gate_dir), _outputs(job_dir, slot) as channel:
+                result = box.run(str(job_dir), config.reference_timeout_s, str(work / "cache"))
+            report = read_report(job_dir)
+            if not _gpu_out_of_memory(report, slot):
+                break
         if result.timed_out or result.memory_killed or result.server_lost or report is None:
             why = _fault_verdict(result, config.reference_timeout_s, config)
             raise InvalidReferenceError(what + (why[1] if why else "ended without a report"))
@@ -580,6 +584,15 @@ def _judge_pair(reference_source: str, candidate_source: str, config: JudgeConfi
         shutil.rmtree(work, ignore_errors=True)
 
 
+def _gpu_out_of_memory(report: dict | None, slot: Slot) -> bool:
+    """Whether a child that shared its GPU ran out of GPU memory. Other jobs on the GPU hold
+    memory too (eight references of a few GiB each fill an H200), so such a child runs once
+    more with the GPU alone before its verdict is the program's."""
+    reason = str((report or {}).get("reason", ""))
+    return (slot.child_device != "cpu" and (report or {}).get("status") == "crashed"
+            and "CUDA out of memory" in reason)
+
+
 def _run_job(run: _Run, job_dir: Path, cache: str, exclusive: bool = False
              ) -> tuple[JobResult, torch.Tensor | None]:
     """Run a candidate job; (how it ended, the outputs it sent)."""
@@ -598,6 +611,12 @@ def _judge_in(work: Path, ref: Reference, candidate: str, run: _Run) -> Verdict:
                    {"candidate.py": candidate})
     with clock("candidate"):
         result, blob = _run_job(run, job_dir, cache)
+        if _gpu_out_of_memory(read_report(job_dir), slot):
+            del blob
+            job_dir = work / "trials-alone"
+            _write_job(job_dir, _job_spec("candidate", config, slot, ref), ref.source,
+                       {"candidate.py": candidate})
+            result, blob = _run_job(run, job_dir, cache, exclusive=True)
     if slot.kernels is not None:
         slot.kernels.submit(job_dir / REQUESTS_FILE)
     tail = result.output[-4000:]
