@@ -111,6 +111,7 @@ class Lowering(Reductions):
         self.labels: dict[fx.Node, list[str]] = {}
         self.pending: dict[str, Pending] = {}
         self.emitted: set[str] = set()
+        self.twins: dict[tuple, list[kernels.Kernel]] = {}  # kernels by _identity
         self.shapes: dict[str, tuple[ir.Shape, torch.dtype]] = {}
         self.params: dict[str, str] = {}
         self.nodes = list(cap.gm.graph.nodes)
@@ -301,15 +302,25 @@ class Lowering(Reductions):
         for b in dict.fromkeys(b for kk in launched for b in kk.buffers):
             if b != buf:
                 self.flush(b)
-        # name kernels in launch order, after their producers
-        words = [x.split(".")[-1].strip("()").lower() for x in p.labels][:3] or ["copy"]
-        k.name = f"k{len(self.prog.kernels)}_" + "_".join(words)
-        if k.fill is not None:
-            k.fill.name = k.name + "_fill"
+        # A kernel the program already has (the same code at the same size: a repeated layer)
+        # is launched again under its name, so it is compiled and tuned once.
+        twin = self.twins.setdefault(_identity(launched), launched)
+        if twin is launched:  # name kernels in launch order, after their producers
+            words = [x.split(".")[-1].strip("()").lower() for x in p.labels][:3] or ["copy"]
+            k.name = f"k{len(self.prog.kernels)}_" + "_".join(words)
+            if k.fill is not None:
+                k.fill.name = k.name + "_fill"
+        else:
+            for kk, first in zip(launched, twin, strict=True):
+                kk.name = first.name
         shape, dtype = self.shapes[buf]
         self.prog.body.append(
             f"{buf} = torch.empty({shape!r}, device=dev, dtype={dtype})")
         for kk in launched:
+            if twin is not launched:
+                self._apply_tuning(kk)
+                self.prog.body.append(kk.launch())
+                continue
             kk.source = kk.source.replace("KERNEL_NAME", k.name)
             if self._wide():
                 # past 2**31 elements int32 index arithmetic wraps: start it in int64
@@ -612,3 +623,10 @@ MODULES: dict[type, Callable] = {}
 
 __all__ = ["Lowering", "Program", "Unsupported", "Missing", "FUNCTIONS", "METHODS", "MODULES",
            "math", "F"]
+
+
+def _identity(launched: list[kernels.Kernel]) -> tuple:
+    """What makes kernels one: their code (before naming), tuning space, fixed constants and
+    work (the autotuner's key), so a twin's measured choice is this launch's choice too."""
+    return tuple((k.source, k.configs, tuple(sorted(k.consts.items())), k.warps, k.stages,
+                  k.work, tuple(sorted(k.helpers))) for k in launched)
