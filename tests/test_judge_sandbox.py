@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from drtriton.judge import JudgeConfig, JudgePool, SandboxUnavailable, verify, verify_many
+from drtriton.judge.sandbox import Sandbox
 from drtriton.judge.suite import case_problem, load_cases, loopback_listener
 from drtriton.program import ProgramError
 
@@ -279,3 +280,26 @@ def test_fork_server_hashes_triton_once_before_forking():
     env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
     done = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True)
     assert done.returncode == 0, done.stderr[-2000:]
+
+
+class _ProcClosedMeanwhile:
+    """A stand-in server process: while it is being killed, another thread closes the sandbox
+    (the pool's close on an interrupt racing a job's own close)."""
+
+    def __init__(self, box: Sandbox) -> None:
+        self.box, self.stdin, self.stdout, self.kills = box, None, None, 0
+
+    def kill(self) -> None:
+        self.kills += 1
+        self.box.close()
+
+    def wait(self, timeout: float) -> int:
+        return 0
+
+
+def test_closing_a_sandbox_that_another_thread_is_closing_is_harmless():
+    box = Sandbox.__new__(Sandbox)
+    proc = _ProcClosedMeanwhile(box)
+    box._proc, box._init_pid = proc, None
+    box.close()
+    assert box._proc is None and proc.kills == 1

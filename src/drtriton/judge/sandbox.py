@@ -140,21 +140,23 @@ class Sandbox:
             raise RuntimeError(f"judge fork server failed to start: {_last_line(log_path)}")
 
     def close(self) -> None:
-        if self._proc is None:
+        # the pool's close (an interrupt) and a job's thread may close one sandbox at once:
+        # whoever takes the process first ends it
+        proc, self._proc = self._proc, None
+        if proc is None:
             return
         if self._init_pid:  # the sandbox's init: its death ends every process inside
             with contextlib.suppress(ProcessLookupError, PermissionError):
                 os.kill(self._init_pid, signal.SIGKILL)
             self._init_pid = None
         try:
-            self._proc.kill()
-            self._proc.wait(timeout=10)
+            proc.kill()
+            proc.wait(timeout=10)
         except (ProcessLookupError, subprocess.TimeoutExpired):
             pass
-        for stream in (self._proc.stdin, self._proc.stdout):
+        for stream in (proc.stdin, proc.stdout):
             if stream:
                 stream.close()
-        self._proc = None
 
     def __enter__(self) -> Sandbox:
         self.start()
