@@ -9,6 +9,8 @@ import threading
 import time
 from pathlib import Path
 
+import pytest
+
 from drtriton import gpu_gate
 from drtriton.compiler import tune
 from drtriton.judge.config import JudgeConfig
@@ -210,3 +212,51 @@ def test_a_child_out_of_gpu_memory_is_retried_only_on_a_gpu():
     assert not _gpu_out_of_memory(crashed, on_cpu)
     assert not _gpu_out_of_memory({"status": "crashed", "reason": "killed by signal 9"}, on_gpu)
     assert not _gpu_out_of_memory(None, on_gpu)
+
+
+class _Box:
+    """A stand-in sandbox whose children all report success; records whether each ran alone."""
+
+    def __init__(self, scratch, lock: GpuLock) -> None:
+        self.scratch, self.lock, self.alone = str(scratch), lock, []
+
+    def run(self, job_dir: str, timeout_s: float, cache: str) -> JobResult:
+        self.alone.append(self.lock._writer)
+        (Path(job_dir) / REPORT).write_text(repr({"status": "ok", "result": 7}))
+        return JobResult(0, None, False, False, "", 0.1)
+
+
+def _failing_channels(monkeypatch, errors: list[str]) -> None:
+    """Output channels whose receipt fails with ``errors`` in turn (then succeeds)."""
+    import drtriton.judge.pair as pair
+
+    class Channel:
+        def __init__(self, job_dir, nonce, device) -> None:
+            self.blob, self.error = None, errors.pop(0) if errors else ""
+
+        def close(self) -> None:
+            return None
+
+    monkeypatch.setattr(pair, "OutputChannel", Channel)
+
+
+SOURCE = ("import torch\nclass Model(torch.nn.Module):\n    pass\n"
+          "def get_inputs():\n    return []\ndef get_init_inputs():\n    return []\n")
+
+
+def test_a_judge_out_of_gpu_memory_taking_outputs_runs_the_child_again_alone(
+        tmp_path, monkeypatch):
+    _failing_channels(monkeypatch, ["OutOfMemoryError: CUDA out of memory. Tried to allocate"])
+    slot = Slot([], judge_device="cpu", child_device="cuda", environment={})
+    box = _Box(tmp_path, slot.gpu)
+    assert run_call(SOURCE, "m:f", {}, JudgeConfig(), slot, box, "capture") == 7
+    assert box.alone == [False, True]
+
+
+def test_outputs_the_judge_could_not_take_are_named_in_the_verdict(tmp_path, monkeypatch):
+    from drtriton.judge.pair import InvalidReferenceError
+
+    _failing_channels(monkeypatch, ["ValueError: descriptor ended early"])
+    slot = Slot([], judge_device="cpu", child_device="cpu", environment={})
+    with pytest.raises(InvalidReferenceError, match="could not take its outputs: ValueError"):
+        run_call(SOURCE, "m:f", {}, JudgeConfig(), slot, _Box(tmp_path, slot.gpu), "capture")

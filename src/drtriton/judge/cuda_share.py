@@ -80,9 +80,11 @@ class _Driver:
     def __call__(self, name: str, *args) -> None:
         code = self.calls[name](*args)
         if code != 0:
-            raise CudaShareError(f"{name} failed with CUDA driver error {code}")
+            what = " (out of memory)" if code == _CUDA_ERROR_OUT_OF_MEMORY else ""
+            raise CudaShareError(f"{name} failed with CUDA driver error {code}{what}")
 
 
+_CUDA_ERROR_OUT_OF_MEMORY = 2
 _DRIVER: list[_Driver] = []
 
 

@@ -293,13 +293,16 @@ def _reference_job(
             with GpuHold(slot.gpu, state, gate_dir), _outputs(job_dir, slot) as channel:
                 result = box.run(str(job_dir), config.reference_timeout_s, str(work / "cache"))
             report = read_report(job_dir)
-            if not _gpu_out_of_memory(report, slot):
+            if not (_gpu_out_of_memory(report, slot) or _receive_out_of_memory(channel, slot)):
                 break
+        lost = f"; the judge could not take its outputs: {channel.error}" if channel.error else ""
         if result.timed_out or result.memory_killed or result.server_lost or report is None:
             why = _fault_verdict(result, config.reference_timeout_s, config)
-            raise InvalidReferenceError(what + (why[1] if why else "ended without a report"))
+            raise InvalidReferenceError(what + (why[1] if why else "ended without a report") + lost)
         if report.get("status") != "ok":
-            raise InvalidReferenceError(what + str(report.get("reason", "")))
+            raise InvalidReferenceError(what + str(report.get("reason", "")) + lost)
+        if channel.blob is None and channel.error:
+            raise InvalidReferenceError(what + "its outputs could not be read back" + lost)
         yield report, channel.blob
     finally:
         shutil.rmtree(work, ignore_errors=True)
@@ -593,13 +596,23 @@ def _gpu_out_of_memory(report: dict | None, slot: Slot) -> bool:
             and "CUDA out of memory" in reason)
 
 
+def _receive_out_of_memory(channel: OutputChannel, slot: Slot) -> bool:
+    """Whether the judge's own copy of a child's outputs failed for GPU memory: the child's
+    outputs and the judge's copy are both on the GPU, which other jobs share, so the job runs
+    once more with the GPU alone (as for a child out of memory)."""
+    return slot.child_device != "cpu" and "out of memory" in channel.error.lower()
+
+
 def _run_job(run: _Run, job_dir: Path, cache: str, exclusive: bool = False
-             ) -> tuple[JobResult, torch.Tensor | None]:
-    """Run a candidate job; (how it ended, the outputs it sent)."""
+             ) -> tuple[JobResult, torch.Tensor | None, bool]:
+    """Run a candidate job; (how it ended, the outputs it sent, whether the GPU's memory ran
+    out, in the child or in the judge's copy of its outputs)."""
     hold = GpuHold(run.slot.gpu, "exclusive" if exclusive else "shared")
     with hold, _outputs(job_dir, run.slot) as channel:
         result = run.box.run(str(job_dir), run.config.timeout_s, cache)
-    return result, channel.blob
+    short = (_gpu_out_of_memory(read_report(job_dir), run.slot)
+             or _receive_out_of_memory(channel, run.slot))
+    return result, channel.blob, short
 
 
 def _judge_in(work: Path, ref: Reference, candidate: str, run: _Run) -> Verdict:
@@ -610,13 +623,13 @@ def _judge_in(work: Path, ref: Reference, candidate: str, run: _Run) -> Verdict:
         _write_job(job_dir, _job_spec("candidate", config, slot, ref), ref.source,
                    {"candidate.py": candidate})
     with clock("candidate"):
-        result, blob = _run_job(run, job_dir, cache)
-        if _gpu_out_of_memory(read_report(job_dir), slot):
+        result, blob, short_of_memory = _run_job(run, job_dir, cache)
+        if short_of_memory:
             del blob
             job_dir = work / "trials-alone"
             _write_job(job_dir, _job_spec("candidate", config, slot, ref), ref.source,
                        {"candidate.py": candidate})
-            result, blob = _run_job(run, job_dir, cache, exclusive=True)
+            result, blob, _ = _run_job(run, job_dir, cache, exclusive=True)
     if slot.kernels is not None:
         slot.kernels.submit(job_dir / REQUESTS_FILE)
     tail = result.output[-4000:]
@@ -745,7 +758,7 @@ def _time_on_cuda(run: _Run, ref: Reference, passed: _Passed) -> Verdict:
         _write_job(cand_dir, _job_spec("candidate_timing", config, slot, tref), ref.source,
                    {"candidate.py": candidate})
     with clock("candidate_timing"):
-        result, blob = _run_job(run, cand_dir, cache, exclusive=True)
+        result, blob, _ = _run_job(run, cand_dir, cache, exclusive=True)
     report, problem = _child_outcome(run, "candidate_timing", result, cand_dir, tref, None)
     if problem:
         return run.verdict(problem[0], "while timed: " + problem[1], **common)
