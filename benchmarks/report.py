@@ -498,7 +498,8 @@ def plan_rows_block(name: str) -> str | None:
 
 
 def _plan_plot(rows: list[dict], path: Path) -> None:
-    """Speedup distributions against eager and torch.compile, per suite and mode."""
+    """Per suite and mode, of the correct rows: speedups against eager and torch.compile, and
+    runtime over the physical floor."""
     try:
         import matplotlib
     except ImportError:
@@ -508,16 +509,23 @@ def _plan_plot(rows: list[dict], path: Path) -> None:
     import matplotlib.pyplot as plt
 
     groups = sorted({(r["suite"], r["mode"]) for r in rows})
-    fig, axes = plt.subplots(1, 2, figsize=(10, 3.5), sharey=True)
-    for ax, key in zip(axes, ("speedup_eager", "speedup_compile"), strict=True):
-        data = [[r[key] for r in rows if (r["suite"], r["mode"]) == g and r["status"] == "correct"
-                 and r.get(key)] for g in groups]
-        ax.boxplot(
-            [d or [float("nan")] for d in data], tick_labels=[f"{s}\n{m}" for s, m in groups]
-        )
+    ok = [r for r in rows if r["status"] == "correct"]
+    panels = {
+        "vs eager": lambda r: r.get("speedup_eager"),
+        "vs torch.compile": lambda r: r.get("speedup_compile"),
+        "runtime / physical floor": lambda r: (r["runtime_ms"] / r["floor_ms"]
+                                               if r.get("floor_ms") and r.get("runtime_ms")
+                                               else None),
+    }
+    fig, axes = plt.subplots(1, len(panels), figsize=(14, 3.8))
+    for ax, (title, value) in zip(axes, panels.items(), strict=True):
+        data = [[v for r in ok if (r["suite"], r["mode"]) == g and (v := value(r))]
+                for g in groups]
+        ax.boxplot([d or [float("nan")] for d in data],
+                   tick_labels=[f"{s}\n{m}" for s, m in groups])
         ax.set_yscale("log")
         ax.axhline(1.0, color="grey", lw=0.8)
-        ax.set_title(key.replace("_", " vs "))
+        ax.set_title(title)
     fig.tight_layout()
     fig.savefig(path, dpi=110)
     plt.close(fig)

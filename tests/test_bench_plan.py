@@ -225,3 +225,25 @@ def test_an_interrupt_stops_the_plan_at_once_keeping_finished_rows(tmp_path, mon
         assert [r["problem"] for r in read_rows(plan.results_path())] == ["gpt2_mlp_up"]
     finally:
         release.set()
+
+
+def test_the_summary_reports_the_median_time_over_the_floor_of_correct_rows():
+    def row(status, runtime_ms, floor_ms):
+        return {"suite": "s", "mode": "strict", "preset": "hardened", "status": status,
+                "runtime_ms": runtime_ms, "floor_ms": floor_ms}
+    rows = [row("correct", 2.0, 1.0), row("correct", 8.0, 2.0), row("correct", 9.0, None),
+            row("incorrect", 100.0, 1.0)]
+    assert summary(rows)[0]["median_x_floor"] == pytest.approx(3.0)  # median of 2 and 4
+    assert summary(rows[2:])[0]["median_x_floor"] is None
+
+
+def test_faster_than_compile_counts_the_problems_torch_compile_could_time():
+    def row(status, eager, compiled):
+        return {"suite": "s", "mode": "hybrid", "preset": "hardened", "status": status,
+                "speedup_eager": eager, "speedup_compile": compiled}
+    rows = [row("correct", 2.0, 1.5), row("correct", 0.5, 0.4), row("correct", 1.2, None),
+            row("incorrect", None, None)]
+    line = summary(rows)[0]
+    assert line["faster_than_eager"] == pytest.approx(2 / 4)
+    assert line["faster_than_compile"] == pytest.approx(1 / 3)  # the uncompiled one left out
+    assert line["no_compile_ratio"] == 1

@@ -342,17 +342,34 @@ def latest_complete(rows: list[dict], keys: set[tuple]) -> list[dict]:
 
 
 def summary(rows: list[dict]) -> list[dict]:
-    """Per (suite, mode, preset): problems, correct, fraction faster than eager and than
-    torch.compile (of all problems), geometric means over the correct ones."""
+    """Per (suite, mode, preset): problems, correct, fraction faster than eager (of all
+    problems) and than torch.compile (of the problems it could time: ``no_compile_ratio``
+    counts the correct ones it could not), geometric means over the correct ones, and the
+    median runtime over the physical floor."""
     groups: dict[tuple, list[dict]] = {}
     for row in rows:
         groups.setdefault((row["suite"], row["mode"], row["preset"]), []).append(row)
     out = []
     for (suite, mode, preset), group in sorted(groups.items()):
+        compiled = [r for r in group
+                    if r["status"] != "correct" or r.get("speedup_compile") is not None]
         out.append({"suite": suite, "mode": mode, "preset": preset, "problems": len(group),
                     "correct": sum(r["status"] == "correct" for r in group),
                     "faster_than_eager": fast_p(group, "speedup_eager", 1.0),  # None untimed
-                    "faster_than_compile": fast_p(group, "speedup_compile", 1.0),
+                    "faster_than_compile": fast_p(compiled, "speedup_compile", 1.0),
+                    "no_compile_ratio": len(group) - len(compiled),
                     "geomean_eager": geomean_speedup(group, "speedup_eager"),
-                    "geomean_compile": geomean_speedup(group, "speedup_compile")})
+                    "geomean_compile": geomean_speedup(group, "speedup_compile"),
+                    "median_x_floor": median_floor_ratio(group)})
     return out
+
+
+def median_floor_ratio(rows: list[dict]) -> float | None:
+    """Median over the correct rows with a known floor of runtime / physical floor (None if
+    none has one): 1.0 would be the machine's limit."""
+    ratios = sorted(r["runtime_ms"] / r["floor_ms"] for r in rows
+                    if r["status"] == "correct" and r.get("floor_ms") and r.get("runtime_ms"))
+    if not ratios:
+        return None
+    mid = len(ratios) // 2
+    return ratios[mid] if len(ratios) % 2 else (ratios[mid - 1] + ratios[mid]) / 2
