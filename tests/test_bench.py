@@ -339,33 +339,6 @@ def _benchmark_script(name: str):
     return module
 
 
-def test_search_table_notes_only_failures_and_outlying_speedups():
-    """benchmarks/report.py: a search row's note is its failure reason, or the recorded analysis
-    of its problem where the speedup is under 0.5x or over 10x eager (not for ordinary rows)."""
-    report = _benchmark_script("report")
-    notes = {"L5-1": "analysed"}
-    row = {"id": "L5-1-abc", "status": "correct", "speedup_eager": 2.0}
-    assert report._search_note(row, notes) == ""
-    assert report._search_note(row | {"speedup_eager": 12.0}, notes) == "analysed"
-    assert report._search_note(row | {"speedup_eager": 0.3}, notes) == "analysed"
-    assert report._search_note(row | {"id": "L5-2-abc", "speedup_eager": 0.3}, notes) == ""
-    failed = {"id": "L5-1-abc", "status": "invalid_reference", "reason": "unused_input"}
-    assert report._search_note(failed, notes) == "unused_input"
-
-
-def test_gpu_table_footer_names_each_machine_once_with_its_date_range():
-    """benchmarks/report.py: rows of one machine and versions measured on several dates give one
-    entry with the first and last date (it listed the machine again for every date)."""
-    report = _benchmark_script("report")
-    env = {"device": "H200", "torch": "2.11", "triton": "3.6", "commit": "abc"}
-    rows = [{"env": env | {"date": d}} for d in ("2026-11-30", "2026-12-01", "2026-11-29")]
-    assert (
-        report._env_text(rows)
-        == "H200, torch 2.11, triton 3.6, 2026-11-29 to 2026-12-01 (commits abc)"
-    )
-    assert report._env_text(rows[:1]) == "H200, torch 2.11, triton 3.6, 2026-11-30 (commits abc)"
-
-
 def test_level20_sample_keeps_the_first_valid_programs_in_index_order(tmp_path):
     """benchmarks/gpu_filter.py keep: the first N programs whose GPU filter passed, in pool order,
     and no sample while a program before the last one kept is still unchecked."""
@@ -409,36 +382,6 @@ def test_merge_caches_adds_missing_verdicts_and_keeps_existing_ones(tmp_path):
     assert merge_caches.merge(into, [old, str(tmp_path / "missing.sqlite")]) == 1
     rows = dict(sqlite3.connect(into).execute("SELECT key, verdict FROM verdicts").fetchall())
     assert rows == {"a": "new", "b": "old"}
-
-
-def test_recompute_ab_reads_both_translations_from_a_search_cache(tmp_path):
-    """benchmarks/recompute_ab.py finds the default and the fused translation's whole-program
-    verdicts under the search's cache key and gives the ratio of their speedups."""
-    from compiler_cases.harness import program
-    from drtriton.compiler import CompilerConfig, compile_program
-    from drtriton.judge import JudgeConfig, Verdict
-    from drtriton.search.verdict_cache import VerdictCache, judging_settings
-
-    ab = _benchmark_script("recompute_ab")
-    source = program("return F.max_pool3d(F.gelu(torch.sigmoid(a) * a), kernel_size=4, stride=1)",
-                     [(1, 2, 9, 9, 9)])
-    record = {"id": "abc", "level": 5, "index": 3, "ops": ["GELU", "MaxPool3d"], "source": source}
-    environment = {"gpu": "G", "torch": "t", "triton": "tr", "preset": "hardened", "mode": "strict"}
-    cache = VerdictCache(str(tmp_path / "c.sqlite"), environment)
-    key = (
-        judging_settings(JudgeConfig(preset="hardened", mode="strict", device="cuda"))
-        + "\0"
-        + source
-    )
-    for value, speedup in ((CompilerConfig().max_window_recompute, 3.0), (float("inf"), 1.5)):
-        text = compile_program(
-            source, CompilerConfig(mode="strict", device="cuda", max_window_recompute=value)
-        )
-        cache.put(key, text, Verdict("correct", runtime_ms=1.0, speedup_eager=speedup))
-    (row,) = ab.ab_rows([record], cache, "strict")
-    assert row["problem"] == "L5-3" and not row["same_translation"]
-    assert (row["default_status"], row["fused_status"]) == ("correct", "correct")
-    assert row["default_over_fused"] == 2.0
 
 
 def test_pairs_writes_every_verified_compiler_variant(tmp_path):

@@ -357,7 +357,8 @@ def summary(rows: list[dict]) -> list[dict]:
                     "correct": sum(r["status"] == "correct" for r in group),
                     "faster_than_eager": fast_p(group, "speedup_eager", 1.0),  # None untimed
                     "faster_than_compile": fast_p(compiled, "speedup_compile", 1.0),
-                    "no_compile_ratio": len(group) - len(compiled),
+                    "no_compile_ratio": (len(group) - len(compiled)  # None untimed
+                                         if any(r.get("speedup_eager") for r in group) else None),
                     "geomean_eager": geomean_speedup(group, "speedup_eager"),
                     "geomean_compile": geomean_speedup(group, "speedup_compile"),
                     "median_x_floor": median_floor_ratio(group)})
