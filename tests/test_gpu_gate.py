@@ -260,3 +260,24 @@ def test_outputs_the_judge_could_not_take_are_named_in_the_verdict(tmp_path, mon
     slot = Slot([], judge_device="cpu", child_device="cpu", environment={})
     with pytest.raises(InvalidReferenceError, match="could not take its outputs: ValueError"):
         run_call(SOURCE, "m:f", {}, JudgeConfig(), slot, _Box(tmp_path, slot.gpu), "capture")
+
+
+def test_outputs_the_child_cannot_send_are_in_its_report(tmp_path):
+    """Exporting the outputs allocates a copy of them: on a full GPU that raises a CUDA error
+    (not an OSError), which must reach the report instead of ending the child unreported."""
+    import torch
+
+    from drtriton.judge import worker
+
+    results = worker._Results(str(tmp_path), {"outputs_nonce": "n", "device": "cpu"})
+    results.add_outputs([torch.ones(3)])
+
+    def full_gpu():
+        raise torch.OutOfMemoryError("CUDA out of memory. Tried to allocate 7.39 GiB")
+
+    results.send_outputs = full_gpu
+    results.finish(report := {"status": "ok"})
+    written = (tmp_path / REPORT).read_text()
+    assert "CUDA out of memory" in report["outputs_error"] and "outputs_error" in written
+    on_gpu = Slot([], judge_device="cpu", child_device="cuda", environment={})
+    assert _gpu_out_of_memory(report, on_gpu)  # so it runs again with the GPU alone

@@ -295,13 +295,13 @@ def _reference_job(
             report = read_report(job_dir)
             if not (_gpu_out_of_memory(report, slot) or _receive_out_of_memory(channel, slot)):
                 break
-        lost = f"; the judge could not take its outputs: {channel.error}" if channel.error else ""
+        lost = _lost_outputs(report, channel)
         if result.timed_out or result.memory_killed or result.server_lost or report is None:
             why = _fault_verdict(result, config.reference_timeout_s, config)
             raise InvalidReferenceError(what + (why[1] if why else "ended without a report") + lost)
         if report.get("status") != "ok":
             raise InvalidReferenceError(what + str(report.get("reason", "")) + lost)
-        if channel.blob is None and channel.error:
+        if channel.blob is None and lost:
             raise InvalidReferenceError(what + "its outputs could not be read back" + lost)
         yield report, channel.blob
     finally:
@@ -591,9 +591,19 @@ def _gpu_out_of_memory(report: dict | None, slot: Slot) -> bool:
     """Whether a child that shared its GPU ran out of GPU memory. Other jobs on the GPU hold
     memory too (eight references of a few GiB each fill an H200), so such a child runs once
     more with the GPU alone before its verdict is the program's."""
-    reason = str((report or {}).get("reason", ""))
-    return (slot.child_device != "cpu" and (report or {}).get("status") == "crashed"
-            and "CUDA out of memory" in reason)
+    report = report or {}
+    crashed = report.get("status") == "crashed" and "CUDA out of memory" in str(
+        report.get("reason", ""))
+    unsent = "out of memory" in str(report.get("outputs_error", "")).lower()  # its copy to send
+    return slot.child_device != "cpu" and (crashed or unsent)
+
+
+def _lost_outputs(report: dict | None, channel: OutputChannel) -> str:
+    """'; why the outputs did not arrive' (the child could not send them, or the judge could not
+    take them), or '' when nothing went wrong on the way."""
+    sent = str((report or {}).get("outputs_error") or "")
+    return ((f"; the child could not send its outputs: {sent}" if sent else "")
+            + (f"; the judge could not take its outputs: {channel.error}" if channel.error else ""))
 
 
 def _receive_out_of_memory(channel: OutputChannel, slot: Slot) -> bool:
@@ -652,7 +662,9 @@ def _judge_in(work: Path, ref: Reference, candidate: str, run: _Run) -> Verdict:
         del blob
         worst, failed = _compare_trials(run, ref, trials)
     if worst is None:
-        return run.verdict("rejected", "outputs missing or unreadable", stdout_tail=tail)
+        why = str(report.get("outputs_error") or "")
+        return run.verdict("rejected", "outputs missing or unreadable"
+                           + (f" (not sent: {why})" if why else ""), stdout_tail=tail)
     if failed is not None:
         return run.verdict(
             "incorrect",

@@ -273,8 +273,8 @@ class _Results:
         if self.parts and report.get("status") == "ok":
             try:
                 self.send_outputs()
-            except OSError as exc:
-                report["outputs_error"] = f"{_type(exc).__name__}: {exc}"[:200]
+            except Exception as exc:  # an allocation out of memory too: the report says why
+                report["outputs_error"] = f"{_type(exc).__name__}: {exc}"[:300]
             self.parts = []
         fd = self.fds[0]
         _os_ftruncate(fd, 0)
