@@ -98,8 +98,19 @@ def grouped_tile_ids(w: Writer, M: int, N: int) -> None:
     w.line("rn = ((pid % per_group) // group_rows) * BN + tl.arange(0, BN)")
 
 
+HALF_DOT = {torch.float16: "tl.float16", torch.bfloat16: "tl.bfloat16"}
+
+
+def dot_operands(a: ir.Expr, b: ir.Expr) -> torch.dtype:
+    """The dtype ``tl.dot`` takes a product's operands in: a 16-bit float both share (tensor
+    cores multiply it exactly and accumulate in fp32, as cuBLAS and cuDNN do for such tensors),
+    else fp32 (at ``Blocks.dot_precision``)."""
+    return a.dtype if a.dtype == b.dtype and a.dtype in HALF_DOT else torch.float32
+
+
 def accumulate_dot(w: Writer, av: str, bv: str, narrow: bool = False,
-                   loaded: tuple[bool, bool] = (False, False)) -> None:
+                   loaded: tuple[bool, bool] = (False, False),
+                   operands: torch.dtype = torch.float32) -> None:
     """``acc += a @ b`` over tiles masked by ``amask``/``bmask``, at fp32 accuracy (``tl.dot``
     with ``Blocks.dot_precision``: ``tf32x3`` or ``ieee``), with the padding lanes zeroed: a
     fused prologue may map 0 to non-zero (e.g. exp). ``loaded``: the operand is a plain fp32 load
@@ -108,7 +119,14 @@ def accumulate_dot(w: Writer, av: str, bv: str, narrow: bool = False,
     multiplied and summed without ``tl.dot``, which would pad them to 16. The product is laid
     out [BM, BN, BK] and summed over its last axis: Triton's combine pass rewrites the
     [BM, BK, BN] sum over axis 1 into a ``tt.dot`` with TF32 inputs (triton 3.6 and 3.7), whose
-    error the judge's precision parity rejects."""
+    error the judge's precision parity rejects. ``operands``: a 16-bit dtype (``dot_operands``)
+    goes to ``tl.dot`` as it is, accumulated in fp32."""
+    half = HALF_DOT.get(operands) if not narrow else None
+    if half is not None:
+        a = av if loaded[0] else w.tmp(f"tl.where(amask, {av}, 0.0).to({half})", "a")
+        b = bv if loaded[1] else w.tmp(f"tl.where(bmask, {bv}, 0.0).to({half})", "b")
+        w.line(f"acc += tl.dot({a}, {b})")
+        return
     a = av if loaded[0] else w.tmp(f"tl.where(amask, {av}, 0.0).to(tl.float32)", "a")
     b = bv if loaded[1] else w.tmp(f"tl.where(bmask, {bv}, 0.0).to(tl.float32)", "b")
     if narrow:
@@ -227,7 +245,8 @@ def _k_loop(w: Writer, a: ir.Expr, b: ir.Expr, a_rows: list[str], b_batch: list[
         w.line(f"bmask = (rk[:, None] < {K}) & (rn[None, :] < {N})")
         av = w.ev(a, [*a_rows, "rk[None, :]"], "amask")
         bv = w.ev(b, [*b_batch, "rk[:, None]", "rn[None, :]"], "bmask")
-        accumulate_dot(w, av, bv, narrow=narrow, loaded=(plain_load(a), plain_load(b)))
+        accumulate_dot(w, av, bv, narrow=narrow, loaded=(plain_load(a), plain_load(b)),
+                       operands=dot_operands(a, b))
     w.line(f"cmask = (rm[:, None] < {rows}) & (rn[None, :] < {N})")
 
 

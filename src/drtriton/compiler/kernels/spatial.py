@@ -9,6 +9,7 @@ from drtriton.compiler import ir
 from drtriton.compiler.kernels import writer
 from drtriton.compiler.kernels.matmul import (
     accumulate_dot,
+    dot_operands,
     finish_narrow,
     finish_tiles,
     flat_tile_ids,
@@ -92,7 +93,8 @@ def conv(w: Writer, x: ir.Expr, wt: ir.Expr, spec: ConvSpec, out: str) -> Kernel
         else:  # weight (OC, C_in/G, *k)
             bv = w.ev(wt, ["oc[None, :]", f"{kidx[0]}[:, None]" if kidx[0] != "0" else "0", *kk],
                       "bmask")
-        accumulate_dot(w, av, bv, narrow=narrow_width(ocg) is not None)
+        accumulate_dot(w, av, bv, narrow=narrow_width(ocg) is not None,
+                       operands=dot_operands(x, wt))
     w.line(f"cmask = (rm[:, None] < {M}) & (rn[None, :] < {ocg})")
     n_ = f"({midx[0]})" if midx[0] != "0" else "0"
     lin = w.tmp(f"{n_}[:, None] * {oc * P} + oc[None, :] * {P} + (rm % {P})[:, None]"
@@ -141,7 +143,7 @@ def conv_channels_last(w: Writer, x: ir.Expr, wt: ir.Expr, spec: ConvSpec, out: 
         n0 = f"{midx[0]}[:, None]" if midx[0] != "0" else "0"
         av = w.ev(x, [n0, *pos, f"g * {cg} + ck[None, :]"], "amask")
         bv = w.ev(wt, [*taps, "oc[None, :]", "ck[:, None]"], "bmask")
-        accumulate_dot(w, av, bv, loaded=(True, True))
+        accumulate_dot(w, av, bv, loaded=(True, True), operands=dot_operands(x, wt))
     w.line(f"cmask = (rm[:, None] < {M}) & bcols")
     n_ = f"({midx[0]})" if midx[0] != "0" else "0"
     lin = w.tmp(f"{n_}[:, None] * {oc * P} + oc[None, :] * {P} + (rm % {P})[:, None]"
@@ -206,7 +208,8 @@ def conv_transpose_phased(w: Writer, x: ir.Expr, wt: ir.Expr, spec: ConvSpec, ou
                 av = _conv_input_tile(w, x, tidx[0], pos, valid)
                 w.line(f"bmask = (rk[:, None] < {cg}) & (rn[None, :] < {ocg})")
                 bv = w.ev(wt, ["ci[:, None]", "rn[None, :]", *kidx], "bmask")  # (C_in, OC/G, *k)
-                accumulate_dot(w, av, bv, narrow=narrow_width(ocg) is not None)
+                accumulate_dot(w, av, bv, narrow=narrow_width(ocg) is not None,
+                               operands=dot_operands(x, wt))
     w.line(f"cmask = rowmask[:, None] & (rn[None, :] < {ocg})")
     ostr = ir.contiguous_strides(tuple(outs))
     spatial = " + ".join(f"{o} * {st}" for o, st in zip(opos, ostr, strict=True))
@@ -291,7 +294,7 @@ def _scatter_tiles(
         av = w.ev(x, [row_idx[0], "ci[None, :]", *row_idx[1:]], "amask")
         w.line(f"bmask = (rk[:, None] < {cg}) & (rn[None, :] < {ncols})")
         bv = w.ev(wt, ["ci[:, None]", *col_idx], "bmask")
-        accumulate_dot(w, av, bv)
+        accumulate_dot(w, av, bv, operands=dot_operands(x, wt))
     tile = all(i == "0" for i in row_idx) or all(k == "0" for k in col_idx)
     _store_scattered(
         w,

@@ -50,6 +50,12 @@ def k_major(L: Lowering, a: ir.Expr, b: ir.Expr) -> tuple[ir.Expr, ir.Expr]:
     return a, b
 
 
+def _torch_in(L: Lowering, e: ir.Expr, dtype: torch.dtype) -> str:
+    """``e`` as a torch operand of ``dtype`` (hybrid): torch's products take one dtype."""
+    view = L.as_torch(e)
+    return view if e.dtype == dtype else f"{view}.to({dtype})"
+
+
 def matmul(L: Lowering, a, b) -> ir.Expr:
     a, b = _f(L.t(a)), _f(L.t(b))
     squeeze_a = len(a.shape) == 1
@@ -69,11 +75,13 @@ def matmul(L: Lowering, a, b) -> ir.Expr:
     if b.shape[-2] != K:
         raise Unsupported(f"matmul shapes {a.shape} @ {b.shape}")
     shape = batch + (M, N)
+    dtype = ir.promote(a.dtype, b.dtype)  # bf16 @ bf16 is bf16 (fp32 accumulation), as in torch
     if L.config.mode == "hybrid":
-        out = L.torch_call(f"torch.matmul({L.as_torch(a)}, {L.as_torch(b)})", shape, torch.float32)
+        code = f"torch.matmul({_torch_in(L, a, dtype)}, {_torch_in(L, b, dtype)})"
+        out = L.torch_call(code, shape, dtype)
     else:
         L.flush_expr(a, b)
-        out = L.kernel(lambda w, o, a=a, b=b: kernels.matmul(w, a, b, o), shape, torch.float32)
+        out = L.kernel(lambda w, o, a=a, b=b: kernels.matmul(w, a, b, o), shape, dtype)
     final = shape
     if squeeze_a:
         final = final[:-2] + final[-1:]
@@ -109,7 +117,10 @@ def scaled_dot_product_attention(L, q, k, v, attn_mask=None, dropout_p=0.0, is_c
             scores = ir.op("where", mask, scores, ir.const(float("-inf")))
         else:
             scores = ir.op("add", scores, _f(mask))
-    return matmul(L, L.rowfull("softmax", scores, -1), v)
+    weights = L.rowfull("softmax", scores, -1)
+    if weights.dtype != v.dtype and v.dtype in (torch.float16, torch.bfloat16):
+        weights = ir.cast(weights, v.dtype)  # P @ V in the values' dtype, as flash attention does
+    return matmul(L, weights, v)
 
 
 @fn(F.scaled_dot_product_attention)
@@ -180,12 +191,14 @@ def conv(L: Lowering, nsp: int, x, weight, bias, stride, padding, dilation, grou
         outs = tuple((i + 2 * p - d * (k - 1) - 1) // s + 1 for i, s, p, d, k in
                      zip(ins, stride, padding, dilation, ksz, strict=True))
     shape = (x.shape[0], oc, *outs)
+    dtype = ir.promote(x.dtype, weight.dtype)
     if L.config.mode == "hybrid":
         name = f"conv_transpose{nsp}d" if transposed else f"conv{nsp}d"
         extra = f", output_padding={ntuple(output_padding, nsp)}" if transposed else ""
-        code = (f"torch.nn.functional.{name}({L.as_torch(x)}, {L.as_torch(weight)}, None, "
-                f"stride={stride}, padding={padding}{extra}, groups={groups}, dilation={dilation})")
-        out = L.torch_call(code, shape, torch.float32)
+        code = (f"torch.nn.functional.{name}({_torch_in(L, x, dtype)}, "
+                f"{_torch_in(L, weight, dtype)}, None, stride={stride}, padding={padding}{extra}, "
+                f"groups={groups}, dilation={dilation})")
+        out = L.torch_call(code, shape, dtype)
     else:
         spec = kernels.ConvSpec(transposed, stride, padding, dilation, int(groups), shape)
         # each input element feeds every tap of the windows over it, once per output-channel tile
@@ -201,7 +214,7 @@ def conv(L: Lowering, nsp: int, x, weight, bias, stride, padding, dilation, grou
             x = reread_input(L, x, max(1.0, overlap) * -(-(oc // int(groups)) // _TILE))
             make = kernels.conv
         L.flush_expr(x, weight)
-        out = L.kernel(lambda w, o, x=x, wt=weight: make(w, x, wt, spec, o), shape, torch.float32)
+        out = L.kernel(lambda w, o, x=x, wt=weight: make(w, x, wt, spec, o), shape, dtype)
     if bias is not None:
         out = ir.op("add", out, _channel(L.t(bias), len(shape)))
     if unbatched:
