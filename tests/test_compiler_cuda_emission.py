@@ -281,3 +281,35 @@ def test_a_hybrid_gpu_compile_keeps_the_faster_of_hybrid_and_strict(monkeypatch)
         assert kept["hybrid_choice"] == {"hybrid_ms": times[0], "strict_ms": times[1],
                                          "chose": chose}
         assert kept["candidate"] == (strict if chose == "strict" else hybrid)["candidate"]
+
+
+def test_kernels_past_the_tuning_budget_launch_a_fixed_config(monkeypatch):
+    """A program's kernels autotune at most ``max_tuned_configs`` configs in all (converting
+    compiles each once): the kernels doing the most work keep their space, the others launch the
+    middle config, fixed and marked; a tuning measured on the rest fixes every kernel."""
+    from drtriton.compiler import Tuning, kernels
+    from drtriton.compiler.capture import capture
+    from drtriton.compiler.lower import Lowering
+
+    monkeypatch.setattr(kernels.writer, "SMALL_WORK", 0)  # every kernel autotuned
+    src = SOURCES["real_gated_mlp"]
+    unbounded = Lowering(capture(src), CompilerConfig(device="cuda")).run().kernels
+    spaces = sorted(((k.work, len(k.configs), k.name) for k in unbounded if k.configs),
+                    reverse=True)
+    assert len(spaces) >= 2
+    budget = spaces[0][1]  # room for the kernel doing the most work only
+    config = CompilerConfig(device="cuda", max_tuned_configs=budget)
+    bounded = Lowering(capture(src), config).run().kernels
+    tuned = [k for k in bounded if k.configs and k.chosen is None]
+    assert sum(len(k.configs) for k in tuned) <= budget
+    assert [k.work for k in tuned] == [spaces[0][0]]  # the most work keeps its space
+    tuned = [k.name for k in tuned]
+    candidate = compile_program(src, config)
+    assert candidate.count("@triton.autotune(") == len(tuned)
+    assert candidate.count("# not tuned (past the program's tuning budget)") == (
+        len(spaces) - len(tuned))
+    final = compile_program(src, config, Tuning("test GPU", tuple((n, 0) for n in tuned)))
+    assert "@triton.autotune(" not in final
+    want, got = run_pair(src, final)
+    for w, g in zip(want, got, strict=True):
+        torch.testing.assert_close(g, w, atol=1e-4, rtol=1e-4)

@@ -112,6 +112,8 @@ class Lowering(Reductions):
         self.pending: dict[str, Pending] = {}
         self.emitted: set[str] = set()
         self.twins: dict[tuple, list[kernels.Kernel]] = {}  # kernels by _identity
+        # every launch: (its line in the body, the kernel it launches under its own buffers)
+        self.launches: list[tuple[int, kernels.Kernel]] = []
         self.shapes: dict[str, tuple[ir.Shape, torch.dtype]] = {}
         self.params: dict[str, str] = {}
         self.nodes = list(cap.gm.graph.nodes)
@@ -140,6 +142,7 @@ class Lowering(Reductions):
                 raise UnsupportedOperatorError(
                     _label(node, self.cap.gm), line, text, f"internal: {type(exc).__name__}: {exc}"
                 ) from exc
+        self._fit_tuning_budget()
         return self.prog
 
     def lower_node(self, node: fx.Node):
@@ -319,7 +322,7 @@ class Lowering(Reductions):
         for kk in launched:
             if twin is not launched:
                 self._apply_tuning(kk)
-                self.prog.body.append(kk.launch())
+                self._launch(kk)
                 continue
             kk.source = kk.source.replace("KERNEL_NAME", k.name)
             if self._wide():
@@ -328,9 +331,32 @@ class Lowering(Reductions):
                     r"tl\.program_id\((\d)\)", r"tl.program_id(\1).to(tl.int64)", kk.source
                 )
             self._apply_tuning(kk)
-            self.prog.body.append(kk.launch())
+            self._launch(kk)
             self.prog.kernels.append(kk)
         self.emitted.add(buf)
+
+    def _launch(self, k: kernels.Kernel) -> None:
+        self.launches.append((len(self.prog.body), k))
+        self.prog.body.append(k.launch())
+
+    def _fit_tuning_budget(self) -> None:
+        """Fix the launches of the kernels past ``max_tuned_configs`` (the least work first) to
+        the middle of their space. With a tuning, every kernel it names is fixed already and the
+        others were past the budget when it was measured."""
+        if not self.blocks.tune:
+            return
+        open_ = [k for k in self.prog.kernels if k.configs and k.chosen is None]
+        if self.tuning is None:
+            budget = self.config.max_tuned_configs
+            for k in sorted(open_, key=lambda k: -k.work):
+                if len(k.configs) <= budget:
+                    budget -= len(k.configs)
+                    open_.remove(k)
+        fixed = {k.name: len(k.configs) // 2 for k in open_}
+        for line, k in self.launches:
+            if k.name in fixed and k.configs and k.chosen is None:
+                k.choose(fixed[k.name], "")
+                self.prog.body[line] = k.launch()
 
     def _apply_tuning(self, k: kernels.Kernel) -> None:
         choice = self.tuning.as_dict().get(k.name) if self.tuning and k.configs else None

@@ -154,7 +154,11 @@ class Kernel:
             space = "".join(f"    {c.source()},\n" for c in self.configs)
             return f'@triton.autotune(configs=[\n{space}], key=["N"])\n{self.source}'
         tried = "\n".join(f"#   {c.describe()}" for c in self.configs)
-        return (f"# tuned on {self.tuned_on or 'a GPU'} over {len(self.configs)} configs, chose "
+        if not self.tuned_on:  # the program's tuning budget went to kernels doing more work
+            return (f"# not tuned (past the program's tuning budget): the middle of "
+                    f"{len(self.configs)} configs, {self.configs[self.chosen].describe()}:\n"
+                    f"{tried}\n{self.source}")
+        return (f"# tuned on {self.tuned_on} over {len(self.configs)} configs, chose "
                 f"{self.configs[self.chosen].describe()}:\n{tried}\n{self.source}")
 
     def launch(self, runtime: tuple[str, ...] = ()) -> str:
