@@ -10,6 +10,7 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 from drtriton.compiler import ir, kernels
+from drtriton.compiler.kernels import attention
 from drtriton.compiler.lower import Lowering, Missing, Unsupported
 from drtriton.compiler.lower import _tuple as ntuple
 from drtriton.compiler.lowerings.reductions import _channel
@@ -98,16 +99,19 @@ def _matmul(L, a, b):
 
 def scaled_dot_product_attention(L, q, k, v, attn_mask=None, dropout_p=0.0, is_causal=False,
                                  scale=None, enable_gqa=False) -> ir.Expr:
-    """``softmax(q @ k^T * scale + mask) @ v`` as its decomposition: two matrix products around a
-    row softmax. The scores are materialised (no flash-attention kernel yet). ``is_causal`` keeps
-    the top-left triangle, as PyTorch does for unequal lengths; a bool mask keeps where True, a
-    float mask is added."""
+    """``softmax(q @ k^T * scale + mask) @ v``. Strict: one flash-attention kernel (online
+    softmax; the scores never reach memory; ``kernels.attention``) where the heads fit; else,
+    and in hybrid, its decomposition: two matrix products around a row softmax. ``is_causal``
+    keeps the top-left triangle, as PyTorch does for unequal lengths; a bool mask keeps where
+    True, a float mask is added."""
     if dropout_p:
         raise Unsupported("scaled_dot_product_attention with dropout_p > 0 (random)")
     q, k, v = _f(L.t(q)), _f(L.t(k)), _f(L.t(v))
     if enable_gqa and q.shape[-3] != k.shape[-3]:
         raise Unsupported("scaled_dot_product_attention with enable_gqa (grouped heads)")
     factor = float(scale) if scale is not None else 1.0 / math.sqrt(q.shape[-1])
+    if L.config.mode == "strict" and attention.fits(q, k, v):
+        return _flash_attention(L, q, k, v, attn_mask, is_causal, factor)
     scores = ir.op("mul", matmul(L, q, ir.transpose(k, -2, -1)), ir.const(factor))
     if is_causal:  # the lower triangle, the rest -inf
         scores = ir.Op(scores.shape, scores.dtype, "tril", (scores,), (0, float("-inf")))
@@ -121,6 +125,19 @@ def scaled_dot_product_attention(L, q, k, v, attn_mask=None, dropout_p=0.0, is_c
     if weights.dtype != v.dtype and v.dtype in (torch.float16, torch.bfloat16):
         weights = ir.cast(weights, v.dtype)  # P @ V in the values' dtype, as flash attention does
     return matmul(L, weights, v)
+
+
+def _flash_attention(L: Lowering, q, k, v, attn_mask, causal: bool, factor: float) -> ir.Expr:
+    mask = L.t(attn_mask) if attn_mask is not None else None
+    if mask is not None and mask.dtype != torch.bool:
+        mask = _f(mask)
+    query_blocks = max(1.0, q.shape[-2] / _TILE)  # each key and value is read once per block
+    k, v = reread_input(L, k, query_blocks), reread_input(L, v, query_blocks)
+    L.flush_expr(*(e for e in (q, k, v, mask) if e is not None))
+    shape = (*q.shape[:-1], v.shape[-1])
+    dtype = ir.promote(q.dtype, v.dtype)
+    return L.kernel(lambda w, o: attention.attention(w, q, k, v, mask, causal, factor, o),
+                    shape, dtype)
 
 
 @fn(F.scaled_dot_product_attention)
