@@ -365,25 +365,6 @@ def test_level20_sample_keeps_the_first_valid_programs_in_index_order(tmp_path):
         script.keep(pool, [log], 2, out)
 
 
-def test_merge_caches_adds_missing_verdicts_and_keeps_existing_ones(tmp_path):
-    import sqlite3
-
-    merge_caches = _benchmark_script("merge_caches")
-
-    def cache(name, rows):
-        db = sqlite3.connect(tmp_path / name)
-        db.execute("CREATE TABLE verdicts (key TEXT PRIMARY KEY, verdict TEXT)")
-        db.executemany("INSERT INTO verdicts VALUES (?, ?)", rows)
-        db.commit()
-        return str(tmp_path / name)
-
-    into = cache("into.sqlite", [("a", "new")])
-    old = cache("old.sqlite", [("a", "old"), ("b", "old")])
-    assert merge_caches.merge(into, [old, str(tmp_path / "missing.sqlite")]) == 1
-    rows = dict(sqlite3.connect(into).execute("SELECT key, verdict FROM verdicts").fetchall())
-    assert rows == {"a": "new", "b": "old"}
-
-
 def test_pairs_writes_every_verified_compiler_variant(tmp_path):
     """Teacher data whose correct answers differ: the compiler's distinct translations of one
     program (fusion cut short on the CPU; tiles, warps and stages too on a GPU)."""
