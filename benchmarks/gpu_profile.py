@@ -2,6 +2,12 @@
 
     PYTHONPATH=src python3 benchmarks/gpu_profile.py --programs FILE [--levels 1,2,5] \\
         [--mode strict] [--out DIR]
+    PYTHONPATH=src python3 benchmarks/gpu_profile.py --real gpt2_mlp_up,llama_gate_silu --configs
+
+``--real`` names real-suite programs (full size) instead of a programs file. ``--configs``
+times every kernel at every config of its tuning space (config i of each space, the last
+where a space is shorter), beside the config convert-time tuning (``compiler.tune``) chooses:
+whether that choice is the fastest.
 
 For each program: compile it with the built-in compiler (strict by default, cuda), run it once, then
 time eager and the candidate the way the judge does (L2 flushed, CUDA events, median) and time every
@@ -175,9 +181,58 @@ def launch_overhead() -> dict:
     return out
 
 
+def config_sweep(program, mode: str = "strict") -> dict:
+    """Per kernel: its time at each config of its space, and at convert-time tuning's choice."""
+    from triton.runtime.autotuner import Autotuner
+
+    from drtriton.compiler import Tuning
+    from drtriton.compiler.tune import measure_choices
+
+    config = CompilerConfig(mode=mode, device="cuda")
+    autotuned = compile_program(program.source, config)
+    ref = _load(program.source, "reference")
+    torch.manual_seed(0)
+    xs = [x.cuda() if isinstance(x, torch.Tensor) else x for x in ref.get_inputs()]
+    init = ref.get_init_inputs()
+    spaces = {name: len(value.configs) for name, value in vars(_load(autotuned, "c")).items()
+              if isinstance(value, Autotuner)}
+    chosen = measure_choices(autotuned, program.source)
+    row = {"id": program.id, "mode": mode, "chosen": dict(chosen.choices), "spaces": spaces,
+           "kernel_ms": {}}
+    runs = [("chosen", chosen)] + [
+        (str(i), Tuning("sweep", tuple((n, min(i, k - 1)) for n, k in spaces.items())))
+        for i in range(max(spaces.values(), default=0))]
+    for label, tuning in runs:
+        module = _load(compile_program(program.source, config, tuning), f"t{label}")
+        torch.manual_seed(1)
+        model = module.ModelNew(*init).cuda()
+        with torch.no_grad():
+            model(*xs)
+        times: dict[str, list[float]] = {}
+        for _ in range(5):
+            for name, ms in per_kernel_ms(model, xs):
+                times.setdefault(name, []).append(ms)
+        row["kernel_ms"][label] = {n: statistics.median(v) for n, v in times.items()}
+    return row
+
+
+class _Named:
+    """A real-suite program at full size, in the shape profile_program reads."""
+
+    def __init__(self, name: str) -> None:
+        from drtriton.bench.suites import load_suite, program_source
+
+        folder = ROOT / "benchmarks" / "suites" / "real"
+        program = {p.name: p for p in load_suite(folder)}[name]
+        self.id, self.level, self.ops = name, 0, [name]
+        self.source = program_source(folder, program, "gpu")
+
+
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--programs", type=Path, required=True)
+    p.add_argument("--programs", type=Path)
+    p.add_argument("--real", default="", help="real-suite programs, comma-separated")
+    p.add_argument("--configs", action="store_true", help="time each kernel at each config")
     p.add_argument("--levels", default="1,2,5")
     p.add_argument("--budget-s", type=float, default=300)
     p.add_argument("--mode", choices=("strict", "hybrid"), default="strict")
@@ -189,8 +244,20 @@ def main() -> None:
     result = {"gpu": torch.cuda.get_device_name(), "torch": torch.__version__,
               "triton": triton.__version__, "launch": launch_overhead(), "programs": []}
     print(json.dumps(result["launch"], indent=1), flush=True)
-    for program in read_jsonl(args.programs):
-        if program.level not in levels:
+    if not args.programs and not args.real:
+        raise SystemExit("gpu_profile.py: give --programs FILE or --real NAMES")
+    programs = ([_Named(n) for n in args.real.split(",") if n] if args.real
+                else [p for p in read_jsonl(args.programs) if p.level in levels])
+    for program in programs:
+        if args.configs:
+            row = config_sweep(program, args.mode)
+            result["programs"].append(row)
+            (args.out / "profile.json").write_text(json.dumps(result, indent=1))
+            for name, size in row["spaces"].items():
+                times = " ".join(f"{lab}={row['kernel_ms'][lab].get(name, float('nan')):.3f}"
+                                 for lab in row["kernel_ms"])
+                print(f"{row['id']:<24} {name:<32} chose {row['chosen'].get(name)} of {size}: "
+                      f"{times}", flush=True)
             continue
         if time.perf_counter() - t_start > args.budget_s:
             print("budget spent; stopping", flush=True)
