@@ -202,6 +202,20 @@ def test_python_scalar_forward_inputs_are_specialised(alpha, relu):
     assert ("tl.maximum" in candidate) == relu
 
 
+DEFAULTS_LEFT_OUT = SCALAR_INPUTS.replace(
+    "def forward(self, x, alpha, steps, relu, bias):",
+    "def forward(self, x, alpha, steps=2, relu: bool = True, bias=None):").replace(
+    "return [torch.randn(4, 8), {alpha}, 2, {relu}, None]", "return [torch.randn(4, 8), 0.5]")
+
+
+def test_forward_parameters_get_inputs_leaves_out_take_their_defaults():
+    """``forward(self, x, mask=None)`` called without the mask: the trace is specialised to the
+    defaults (the optional tensor was traced as a tensor and capture failed) and ModelNew's
+    forward keeps them, so it is called as Model's is."""
+    candidate = check(DEFAULTS_LEFT_OUT)
+    assert "def forward(self, x, alpha_1, steps_1=2, relu_1=True, bias_1=None)" in candidate
+
+
 def test_inputs_that_need_real_data_still_capture():
     """Regression: ``get_inputs`` that cannot run on the meta device (it reads a value) was
     called there again to look for Python scalars, and capture failed."""

@@ -14,7 +14,7 @@ import ast
 import functools
 import itertools
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import torch
 import torch.fx as fx
@@ -37,6 +37,9 @@ class Captured:
     example_inputs: list
     training: bool = True  # the mode Model was in when traced (as its constructor left it)
     mode_dependent: bool = False  # whether forward differs between training and eval mode
+    # defaults of the forward parameters get_inputs leaves out (by position), which the trace
+    # was specialised to and ModelNew's forward keeps
+    defaults: dict[int, object] = field(default_factory=dict)
 
 
 def node_line(node: fx.Node, lines: list[str]) -> tuple[int, str]:
@@ -80,7 +83,8 @@ def capture(source: str, lowered: frozenset[type] | None = None) -> Captured:
     names = [n.target for n in gm.graph.nodes if n.op == "placeholder"]
     init_src, preamble = extract_init(source)
     return Captured(gm, model, source.splitlines(), init_src, preamble, names, inputs,
-                    model.training, mode_dependent(model, source))
+                    model.training, mode_dependent(model, source),
+                    _left_defaults(model, None if inputs is None else len(inputs)))
 
 
 def mode_dependent(model: torch.nn.Module, source: str) -> bool:
@@ -173,6 +177,18 @@ def _trace_with_shapes(model: torch.nn.Module, module, inputs: list | None, lowe
 SCALAR_TYPES = (bool, int, float, type(None))
 
 
+def _left_defaults(model: torch.nn.Module, given: int | None) -> dict[int, object]:
+    """The defaults of the forward parameters after the first ``given`` (the ones get_inputs
+    leaves out), by position; none when the inputs are not known."""
+    import inspect
+
+    if given is None:
+        return {}
+    params = list(inspect.signature(model.forward).parameters.values())
+    return {i: p.default for i, p in enumerate(params) if i >= given
+            and p.default is not inspect.Parameter.empty and type(p.default) in SCALAR_TYPES}
+
+
 def _scalar_inputs(model: torch.nn.Module, inputs: list | None) -> dict:
     """The forward inputs that are Python scalars (numbers, bools, None), by parameter name:
     the trace is specialised to their values, as to the tensors' shapes (``get_inputs`` fixes
@@ -181,8 +197,11 @@ def _scalar_inputs(model: torch.nn.Module, inputs: list | None) -> dict:
 
     if inputs is None:
         return {}
-    names = list(inspect.signature(model.forward).parameters)
-    return {n: v for n, v in zip(names, inputs, strict=False) if type(v) in SCALAR_TYPES}
+    params = list(inspect.signature(model.forward).parameters.values())
+    given = {p.name: v for p, v in zip(params, inputs, strict=False) if type(v) in SCALAR_TYPES}
+    # a parameter get_inputs leaves out takes its default (``mask=None``), fixed as a given one
+    left = {params[i].name: v for i, v in _left_defaults(model, len(inputs)).items()}
+    return given | left
 
 
 def _unassert(graph: fx.Graph, concrete: dict) -> fx.Graph:

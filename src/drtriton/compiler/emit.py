@@ -26,7 +26,9 @@ def emit(cap: Captured, prog: Program, config: CompilerConfig) -> str:
     parts += [k.render() for k in prog.kernels]
     if cap.preamble:
         parts.append(cap.preamble + "\n")
-    args = ", ".join(["self", *prog.input_names])
+    names = [f"{n}={cap.defaults[i]!r}" if i in cap.defaults else n
+             for i, n in enumerate(prog.input_names)]
+    args = ", ".join(["self", *names])
     first = prog.input_names[0] if prog.input_names else None
     dev = f"{first}.device" if first else "next(self.parameters()).device"
     body = [*_mode_guard(cap), f"dev = {dev}", *prog.body]
