@@ -414,7 +414,9 @@ class Lowering(Reductions):
         """Does any value still needed, other than ``e`` itself, read ``buf``?"""
         inside = _reachable(e)
         others = [a for a in self.cur_args if id(a) not in inside] + self.extra_live
-        if any(buf in ir.buffers_of(a) for a in others):
+        # an argument given twice (einsum(eq, y, y)) is still needed after one use is fused
+        twice = [a for a in self.cur_args if sum(b is a for b in self.cur_args) > 1]
+        if any(buf in ir.buffers_of(a) for a in others + twice):
             return True
         for node, value in self.env.items():
             if not any(self.pos[u] > self.cur for u in node.users):

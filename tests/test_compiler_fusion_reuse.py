@@ -1,0 +1,41 @@
+"""A value an operator takes twice stays a buffer when one use is fused into its producer:
+hybrid ``einsum("bqd,bkd->bqk", y, y)`` of a LayerNorm's output fused one operand's copy into
+the LayerNorm kernel and launched the other copy from a buffer never written (NameError)."""
+
+from __future__ import annotations
+
+import os
+
+os.environ.setdefault("TRITON_INTERPRET", "1")
+
+import pytest  # noqa: E402
+
+from compiler_cases.harness import check  # noqa: E402
+
+TWICE = '''
+import torch
+import torch.nn as nn
+
+
+class Model(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.norm = nn.LayerNorm(32)
+
+    def forward(self, x):
+        y = self.norm(x)
+        return torch.einsum("bqd,bkd->bqk", y, y)
+
+
+def get_inputs():
+    return [torch.randn(2, 12, 32)]
+
+
+def get_init_inputs():
+    return []
+'''
+
+
+@pytest.mark.parametrize("mode", ["strict", "hybrid"])
+def test_an_operand_given_twice_is_computed_once_and_kept(mode):
+    check(TWICE, mode, atol=1e-4, rtol=1e-4)
