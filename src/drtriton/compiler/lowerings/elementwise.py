@@ -234,6 +234,25 @@ def _leaky(L, x, negative_slope=0.01, inplace=False):
     return leaky_relu(_f(L.t(x)), negative_slope)
 
 
+def prelu(L, x: ir.Expr, weight: ir.Expr) -> ir.Expr:
+    """``F.prelu``: ``x`` where positive, else ``weight * x``; a weight of C values scales the
+    channels (dim 1), one value every element."""
+    if ir.numel(weight.shape) > 1:
+        if len(x.shape) < 2 or x.shape[1] != ir.numel(weight.shape):
+            raise Unsupported(f"prelu with {ir.numel(weight.shape)} weights for {x.shape}")
+        shape = [1] * len(x.shape)
+        shape[1] = x.shape[1]
+        weight = ir.reshape(weight, tuple(shape))
+    else:
+        weight = ir.reshape(weight, (1,) * len(x.shape))
+    return ir.op("where", ir.op("gt", x, ir.const(0.0)), x, ir.op("mul", weight, x))
+
+
+@fn(F.prelu, torch.prelu)
+def _prelu(L, x, weight):
+    return prelu(L, _f(L.t(x)), _f(L.t(weight)))
+
+
 def silu(x):
     return ir.op("mul", x, ir.op("sigmoid", x))
 

@@ -16,6 +16,7 @@ from drtriton.compiler.lowerings.elementwise import (
     hardsigmoid,
     hardtanh,
     leaky_relu,
+    prelu,
     silu,
     softplus,
 )
@@ -28,7 +29,7 @@ from drtriton.compiler.lowerings.reductions import (
     rms_norm,
 )
 from drtriton.compiler.lowerings.registry import _f, module
-from drtriton.compiler.lowerings.views import _flatten, _unflatten
+from drtriton.compiler.lowerings.views import _flatten, _unflatten, pad
 
 # ------------------------------------------------------------------ nn modules
 
@@ -40,10 +41,16 @@ def _m_linear(L, m, p, x):
 
 @module(nn.Conv1d, nn.Conv2d, nn.Conv3d)
 def _m_conv(L, m, p, x):
-    if m.padding_mode != "zeros":
-        raise Unsupported(f"padding_mode={m.padding_mode}")
     nsp = len(m.kernel_size)
-    return conv(L, nsp, x, p("weight"), p("bias"), m.stride, m.padding, m.dilation, m.groups)
+    padding = m.padding
+    if m.padding_mode != "zeros":  # reflect, replicate, circular: padded first, as torch does
+        x, padding = pad(L, x, m._reversed_padding_repeated_twice, m.padding_mode), 0
+    return conv(L, nsp, x, p("weight"), p("bias"), m.stride, padding, m.dilation, m.groups)
+
+
+@module(nn.PReLU)
+def _m_prelu(L, m, p, x):
+    return prelu(L, _f(L.t(x)), _f(p("weight")))
 
 
 @module(nn.ConvTranspose1d, nn.ConvTranspose2d, nn.ConvTranspose3d)

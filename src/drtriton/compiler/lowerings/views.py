@@ -175,6 +175,39 @@ def repeat(L, x, *sizes) -> ir.Expr:
     return ir.reshape(y, tuple(r * s for r, s in zip(reps, shape, strict=True)))
 
 
+@fn(torch.repeat_interleave)
+@method("repeat_interleave")
+def _repeat_interleave(L, x, repeats, dim=None, *, output_size=None):
+    """``x.repeat_interleave(r, dim)``: each element of dim ``dim`` ``r`` times in a row, a
+    broadcast ``(s, r)`` pair merged (no copy); no ``dim``: of the flattened tensor."""
+    x = L.t(x)
+    if isinstance(repeats, ir.Expr) or not isinstance(repeats, int) or repeats < 1:
+        raise Unsupported("repeat_interleave by a tensor of counts (an int count is lowered)")
+    if dim is None:
+        x, dim = ir.reshape(x, (ir.numel(x.shape),)), 0
+    d = dim % len(x.shape)
+    pair = x.shape[:d + 1] + (1,) + x.shape[d + 1:]
+    wide = x.shape[:d + 1] + (repeats,) + x.shape[d + 1:]
+    y = ir.broadcast_to(ir.reshape(x, pair), wide)
+    return ir.reshape(y, x.shape[:d] + (x.shape[d] * repeats,) + x.shape[d + 1:])
+
+
+@method("unfold")
+def _tensor_unfold(L, x, dimension, size, step):
+    """``x.unfold(dim, size, step)``: windows of ``size`` along ``dim`` every ``step``, as a
+    strided view (a window's elements are a new last dim), of ``x``'s buffer."""
+    x = L.t(x)
+    d = dimension % len(x.shape)
+    windows = (x.shape[d] - size) // step + 1
+    if size < 1 or step < 1 or windows < 1:
+        raise Unsupported(f"unfold of size {size}, step {step} over a dim of {x.shape[d]}")
+    if not isinstance(x, ir.Load):
+        x = L.materialize(x)
+    shape = x.shape[:d] + (windows,) + x.shape[d + 1:] + (size,)
+    strides = x.strides[:d] + (x.strides[d] * step,) + x.strides[d + 1:] + (x.strides[d],)
+    return ir.Load(shape, x.dtype, x.buf, strides, x.offset)
+
+
 @fn(torch.tile)
 @method("tile")
 def _tile(L, x, *dims):

@@ -1,0 +1,50 @@
+"""Layers users reach for that the compiler lowered no way of: PReLU (one weight or one per
+channel), convolutions with reflect, replicate and circular padding modes, ``Tensor.unfold``
+framing (a strided view) and ``repeat_interleave`` (grouped-query attention's key and value
+heads). One program written like model code, both modes, against PyTorch."""
+
+from __future__ import annotations
+
+import os
+
+os.environ.setdefault("TRITON_INTERPRET", "1")
+
+import pytest  # noqa: E402
+
+from compiler_cases.harness import check  # noqa: E402
+
+LAYERS = '''
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+
+class Model(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.act = nn.PReLU()
+        self.act_c = nn.PReLU(4)
+        self.conv = nn.Conv2d(4, 4, 3, padding=1, padding_mode="reflect")
+        self.conv_c = nn.Conv1d(4, 4, 3, padding=2, dilation=2, padding_mode="circular")
+        self.conv_r = nn.Conv2d(4, 4, 3, padding="same", padding_mode="replicate")
+
+    def forward(self, x, s, k):
+        y = self.act_c(self.conv(x)) + self.act(self.conv_r(x))
+        frames = s.unfold(-1, 8, 4)  # (2, 4, 7, 8)
+        kv = k.repeat_interleave(2, dim=1)
+        return (y, self.conv_c(s), frames.sum(-1), torch.repeat_interleave(kv, 3) * 2,
+                F.prelu(s, torch.tensor([0.2])))
+
+
+def get_inputs():
+    return [torch.randn(2, 4, 8, 8), torch.randn(2, 4, 32), torch.randn(2, 2, 3, 5)]
+
+
+def get_init_inputs():
+    return []
+'''
+
+
+@pytest.mark.parametrize("mode", ["strict", "hybrid"])
+def test_prelu_padding_modes_unfold_and_repeat_interleave_match_pytorch(mode):
+    check(LAYERS, mode, atol=1e-4, rtol=1e-4)
