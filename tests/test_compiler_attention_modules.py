@@ -10,7 +10,7 @@ os.environ.setdefault("TRITON_INTERPRET", "1")
 import pytest  # noqa: E402
 
 from compiler_cases.harness import check, program  # noqa: E402
-from drtriton.compiler import CompilerConfig, UnsupportedOperatorError, compile_program  # noqa: E402
+from drtriton.compiler import CompilerConfig, compile_program  # noqa: E402
 
 MASK = "torch.ones(5, 5).triu(1) == 1"  # a bool causal mask: True is not attended
 CASES = {
@@ -50,8 +50,16 @@ def test_attention_modules_match_pytorch(name):
     check(src, atol=1e-5, rtol=1e-4, equal_nan=False)
 
 
-def test_attention_weights_are_refused_naming_the_function():
-    src = program("return self.m(a, a, a)[1]", [(2, 5, 16)],
-                  init="self.m = nn.MultiheadAttention(16, 2, batch_first=True)")
-    with pytest.raises(UnsupportedOperatorError, match="need_weights"):
-        compile_program(src, CompilerConfig(device="cpu"))
+@pytest.mark.parametrize("average", [True, False])
+def test_attention_weights_used_match_pytorch(average):
+    src = program(f"return self.m(a, a, a, average_attn_weights={average})[1] * 2",
+                  [(2, 5, 16)], init="self.m = nn.MultiheadAttention(16, 2, batch_first=True)")
+    check(src, atol=1e-5, rtol=1e-4)
+
+
+def test_attention_weights_left_unused_cost_no_kernel():
+    def kernels(call: str) -> int:
+        src = program(f"return {call}[0]", [(2, 5, 16)],
+                      init="self.m = nn.MultiheadAttention(16, 2, batch_first=True)")
+        return compile_program(src, CompilerConfig(device="cpu")).count("@triton.jit")
+    assert kernels("self.m(a, a, a)") == kernels("self.m(a, a, a, need_weights=False)")

@@ -52,6 +52,24 @@ class Missing:
     what: str
 
 
+class Deferred:
+    """A result lowered only when something uses it (multi-head attention's weights, which a
+    forward mostly drops): taking it out of a tuple does not count as a use."""
+
+    def __init__(self, make, needs: tuple = ()) -> None:
+        self.make, self.value, self.done = make, None, False
+        self.needs = needs  # the expressions it reads: live while it is not lowered
+
+    def force(self):
+        if not self.done:
+            self.value, self.done = self.make(), True
+        return self.value
+
+
+def _forced(v):
+    return v.force() if isinstance(v, Deferred) else v
+
+
 @dataclass
 class Program:
     kernels: list[kernels.Kernel] = field(default_factory=list)
@@ -152,6 +170,9 @@ class Lowering(Reductions):
             return self.output(node)
         args = fx.node.map_arg(node.args, lambda n: self.env[n])
         kwargs = fx.node.map_arg(node.kwargs, lambda n: self.env[n])
+        if node.target is not operator.getitem:  # a deferred result used: lowered now
+            args = tuple(_forced(a) for a in args)
+            kwargs = {k: _forced(v) for k, v in kwargs.items()}
         for v in _flat(args, kwargs):
             if isinstance(v, Missing):
                 raise Unsupported(f"uses {v.what}")
@@ -422,7 +443,8 @@ class Lowering(Reductions):
             if not any(self.pos[u] > self.cur for u in node.users):
                 continue
             for v in _flat((value,), {}, deep=True):
-                if isinstance(v, ir.Expr) and buf in ir.buffers_of(v):
+                reads = v.needs if isinstance(v, Deferred) and not v.done else (v,)
+                if any(isinstance(r, ir.Expr) and buf in ir.buffers_of(r) for r in reads):
                     return True
         return False
 
@@ -433,7 +455,7 @@ class Lowering(Reductions):
 
     def output(self, node: fx.Node):
         (result,) = node.args
-        values = fx.node.map_arg(result, lambda n: self.env[n])
+        values = fx.node.map_arg(result, lambda n: _forced(self.env[n]))
         single = not isinstance(values, tuple | list)
         outs = []
         srcs = [result] if single else list(result)

@@ -11,7 +11,7 @@ import torch.nn.functional as F
 
 from drtriton.compiler import ir, kernels
 from drtriton.compiler.kernels import attention
-from drtriton.compiler.lower import Lowering, Missing, Unsupported
+from drtriton.compiler.lower import Deferred, Lowering, Unsupported
 from drtriton.compiler.lower import _tuple as ntuple
 from drtriton.compiler.lowerings.reductions import _channel
 from drtriton.compiler.lowerings.registry import _f, fn, method, module
@@ -521,8 +521,9 @@ def _mha_forward(L, query, key, value, embed_dim_to_check, num_heads, in_proj_we
     unbatched) as its decomposition: the packed or separate input projections, per-head scaled
     dot-product attention, the output projection. ``attn_mask`` ((L, S) or (N * heads, L, S))
     and ``key_padding_mask`` ((N, S)) are bool (True: not attended) or float (added), summed as
-    PyTorch does. The attention weights (``need_weights=True``) are not produced: the output
-    converts, a use of the weights is refused."""
+    PyTorch does. The attention weights (``need_weights=True``) are lowered only if the forward
+    uses them (``Deferred``): then as their own softmax of the scores, averaged over the heads
+    unless ``average_attn_weights`` is False."""
     if bias_k is not None or bias_v is not None or add_zero_attn or static_k is not None \
             or static_v is not None:
         raise Unsupported("multi-head attention with bias_k/v, zero attention or static keys")
@@ -562,8 +563,26 @@ def _mha_forward(L, query, key, value, embed_dim_to_check, num_heads, in_proj_we
                  None if out_proj_bias is None else L.t(out_proj_bias))
     if not batched:
         out = ir.reshape(out, (Lq, E))
-    weights_out = Missing("the attention weights (need_weights=True)") if need_weights else None
+    weights_out = None
+    if need_weights:
+        def weights():
+            return _attention_weights(L, heads[0], heads[1], mask, average_attn_weights,
+                                      batched)
+        weights_out = Deferred(weights, (heads[0], heads[1], mask))
     return AttentionResult((out, weights_out))
+
+
+def _attention_weights(L: Lowering, q, k, mask, average: bool, batched: bool) -> ir.Expr:
+    """``softmax(q @ k^T / sqrt(d) + mask)`` of (N, heads, L, d) heads: (N, heads, L, S), or
+    averaged over the heads (N, L, S), as multi-head attention returns them."""
+    scores = ir.op("mul", matmul(L, q, ir.transpose(k, -2, -1)),
+                   ir.const(1.0 / math.sqrt(q.shape[-1])))
+    if mask is not None:
+        scores = ir.op("add", scores, mask)
+    weights = L.rowfull("softmax", scores, -1)
+    if average:
+        weights = L.reduce("mean", weights, (1,))
+    return weights if batched else ir.reshape(weights, weights.shape[1:])
 
 
 @module(nn.MultiheadAttention)
