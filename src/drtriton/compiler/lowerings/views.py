@@ -223,11 +223,13 @@ def _broadcast_to(L, x, shape):
 
 def _index(x: ir.Expr, key, L=None) -> ir.Expr:
     if isinstance(key, ir.Expr) and L is not None and key.dtype == torch.int64 and x.shape:
-        return _rows(L, x, key)  # x[index]: rows of x, as an embedding reads them
+        return _advanced(L, x, (key,))  # x[index]: rows of x, negative indices from the end
     if not isinstance(key, tuple):
         key = (key,)
     if any(isinstance(k, ir.Expr) for k in key):
-        raise Unsupported("tensor indexing")
+        if L is None:
+            raise Unsupported("tensor indexing")
+        return _advanced(L, x, key)
     n_real = sum(1 for k in key if k is not None and k is not Ellipsis)
     if Ellipsis in key:
         i = key.index(Ellipsis)
@@ -252,6 +254,45 @@ def _index(x: ir.Expr, key, L=None) -> ir.Expr:
             raise Unsupported(f"index {k!r}")
         d += 1
     return ir.view(x, tuple(shape), tuple(maps))
+
+
+def _advanced(L, x: ir.Expr, key: tuple) -> ir.Expr:
+    """``x[:, i, j]``: integer index tensors at adjacent dims (the others whole, ``:``), as
+    PyTorch's advanced indexing: the indices broadcast together, their dims merged into one
+    linear index, and the result's indexed dims replaced by the indices' shape."""
+    if Ellipsis in key:
+        i = key.index(Ellipsis)
+        key = key[:i] + (slice(None),) * (len(x.shape) - len(key) + 1) + key[i + 1:]
+    key = key + (slice(None),) * (len(x.shape) - len(key))
+    at = [d for d, k in enumerate(key) if isinstance(k, ir.Expr)]
+    whole = all(k == slice(None) for d, k in enumerate(key) if d not in at)
+    if len(key) != len(x.shape) or not whole or at != list(range(at[0], at[-1] + 1)) or any(
+            key[d].dtype not in (torch.int64, torch.int32) for d in at):
+        raise Unsupported("tensor indexing (integer index tensors at adjacent dims, the others "
+                          "whole, are lowered)")
+    first, sizes = at[0], [x.shape[d] for d in at]
+    shape = ir.broadcast_shapes(*(key[d].shape for d in at))
+    linear = None
+    for d, size in zip(at, sizes, strict=True):
+        idx = ir.broadcast_to(ir.cast(key[d], torch.int64), shape)
+        idx = ir.op("where", ir.op("lt", idx, ir.const(0)), ir.op("add", idx, ir.const(size)),
+                    idx)  # negative indices count from the end
+        linear = idx if linear is None else ir.op("add", ir.op("mul", linear, ir.const(size)),
+                                                  idx)
+    pre, post = x.shape[:first], x.shape[at[-1] + 1:]
+    merged = ir.reshape(x, (*pre, math.prod(sizes), *post))
+    n = ir.numel(shape)
+    flat = ir.reshape(linear, (1,) * len(pre) + (n,) + (1,) * len(post))
+    out = take(L, merged, len(pre), ir.broadcast_to(flat, (*pre, n, *post)))
+    return ir.reshape(out, (*pre, *shape, *post))
+
+
+@fn(torch.index_select)
+@method("index_select")
+def _index_select(L, x, dim, index):
+    x = L.t(x)
+    d = dim % len(x.shape)
+    return _advanced(L, x, (slice(None),) * d + (L.t(index),))
 
 
 @fn(operator.getitem)
@@ -446,6 +487,29 @@ def gather(L, x, dim: int, index, *, sparse_grad: bool = False, out=None) -> ir.
     if out is not None:
         raise Unsupported("out= argument")
     return take(L, x, dim, index)
+
+
+@fn(F.embedding_bag)
+def _embedding_bag(L, input, weight, offsets=None, max_norm=None, norm_type=2,
+                   scale_grad_by_freq=False, mode="mean", sparse=False, per_sample_weights=None,
+                   include_last_offset=False, padding_idx=None) -> ir.Expr:
+    """``F.embedding_bag`` of a 2-D input (one bag per row): the rows' embeddings summed,
+    averaged or maxed over the bag, ``per_sample_weights`` scaling them (``sum``)."""
+    index = L.t(input)
+    if offsets is not None or len(index.shape) != 2:
+        raise Unsupported("embedding_bag with offsets (bags of data-dependent sizes; a 2-D "
+                          "input of equal bags is lowered)")
+    if max_norm is not None or padding_idx is not None:
+        raise Unsupported("embedding_bag with max_norm or padding_idx")
+    rows = embedding(L, index, weight)
+    if per_sample_weights is not None:
+        if mode != "sum":
+            raise Unsupported("per_sample_weights with a mode other than sum (PyTorch too)")
+        rows = ir.op("mul", rows, ir.reshape(L.t(per_sample_weights), (*index.shape, 1)))
+    kinds = {"sum": "sum", "mean": "mean", "max": "amax"}
+    if mode not in kinds:
+        raise Unsupported(f"embedding_bag mode {mode!r}")
+    return L.reduce(kinds[mode], rows, (1,))
 
 
 @fn(F.embedding)
