@@ -1,7 +1,8 @@
 """Advanced indexing as model code writes it: index tensors at adjacent dims with the others
 whole (DLRM's ``zz[:, li, lj]`` of ``triu_indices``, ``x[:, :, buffer]``, ``x[..., idx]``),
 ``index_select``, negative indices (which count from the end, as in PyTorch), and
-``nn.EmbeddingBag`` over equal bags. Both modes, against PyTorch."""
+``nn.EmbeddingBag`` over equal bags, and the indices ``cummax``/``cummin`` return (the latest
+position among ties, as PyTorch picks). Both modes, against PyTorch."""
 
 from __future__ import annotations
 
@@ -75,3 +76,32 @@ def get_init_inputs():
 @pytest.mark.parametrize("mode", ["strict", "hybrid"])
 def test_embedding_bags_of_a_2d_input_match_pytorch(mode):
     check(BAGS, mode, atol=1e-5, rtol=1e-5)
+
+
+CUMULATIVE = '''
+import torch
+import torch.nn as nn
+
+
+class Model(nn.Module):
+    def forward(self, x, mask):
+        v, i = torch.cummax(x, dim=1)
+        lo, j = x.cummin(0)
+        run = torch.where(i > 3, 1.0, 0.0)
+        pos = torch.cumsum(mask, dim=1) - 1
+        ties = torch.cummax(x.round(), dim=1).indices
+        return v, i, lo, j.float() * 2, run, pos, ties
+
+
+def get_inputs():
+    return [torch.randn(3, 12) * 2, (torch.rand(3, 12) > 0.3).long()]
+
+
+def get_init_inputs():
+    return []
+'''
+
+
+@pytest.mark.parametrize("mode", ["strict", "hybrid"])
+def test_cummax_and_cummin_indices_match_pytorch_ties_included(mode):
+    check(CUMULATIVE, mode, atol=1e-5, rtol=1e-5)

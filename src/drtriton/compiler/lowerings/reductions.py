@@ -6,7 +6,7 @@ import torch
 import torch.nn.functional as F
 
 from drtriton.compiler import ir
-from drtriton.compiler.lower import FUNCTIONS, Missing, Unsupported
+from drtriton.compiler.lower import FUNCTIONS, Deferred, Unsupported
 from drtriton.compiler.lowerings.registry import _f, fn, method
 
 # ------------------------------------------------------------------ reductions
@@ -199,9 +199,24 @@ def _cumprod(L, x, dim, dtype=None):
 
 
 def _cum_ext(kind):
+    """``cummax``/``cummin``: the values, and the indices lowered only if used (``Deferred``):
+    the last position at or before each where ``x`` equals the running value, as PyTorch picks
+    among ties. It is a running max of the positions where ``x`` equals its running value: after
+    such a position the running value stays until the next one."""
     def h(L, x, dim):
-        values = L.scan(kind, _f(L.t(x)), dim)
-        return torch.return_types.cummax((values, Missing(f"{kind} indices")))
+        x = _f(L.t(x))
+        values = L.scan(kind, x, dim)
+        d = dim % len(x.shape)
+
+        def indices():
+            along = [1] * len(x.shape)
+            along[d] = x.shape[d]
+            pos = ir.broadcast_to(ir.reshape(ir.arange(x.shape[d], 0.0, 1.0, torch.float32),
+                                             tuple(along)), x.shape)
+            hits = ir.op("where", ir.op("eq", x, values), pos, ir.const(-1.0))
+            return ir.cast(L.scan("cummax", hits, d), torch.int64)
+
+        return torch.return_types.cummax((values, Deferred(indices, (x, values))))
 
     return h
 
