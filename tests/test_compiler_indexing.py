@@ -43,10 +43,6 @@ def get_init_inputs():
 '''
 
 
-@pytest.mark.parametrize("mode", ["strict", "hybrid"])
-def test_index_tensors_at_adjacent_dims_match_pytorch(mode):
-    check(INDEXING, mode, atol=1e-5, rtol=1e-5)
-
 
 BAGS = '''
 import torch
@@ -73,10 +69,6 @@ def get_init_inputs():
 '''
 
 
-@pytest.mark.parametrize("mode", ["strict", "hybrid"])
-def test_embedding_bags_of_a_2d_input_match_pytorch(mode):
-    check(BAGS, mode, atol=1e-5, rtol=1e-5)
-
 
 CUMULATIVE = '''
 import torch
@@ -102,6 +94,10 @@ def get_init_inputs():
 '''
 
 
+PROGRAMS = {"index_tensors": INDEXING, "embedding_bags": BAGS, "cumulative_indices": CUMULATIVE}
+
+
 @pytest.mark.parametrize("mode", ["strict", "hybrid"])
-def test_cummax_and_cummin_indices_match_pytorch_ties_included(mode):
-    check(CUMULATIVE, mode, atol=1e-5, rtol=1e-5)
+@pytest.mark.parametrize("name", sorted(PROGRAMS))
+def test_matches_pytorch(name, mode):
+    check(PROGRAMS[name], mode, atol=1e-5, rtol=1e-5)
