@@ -10,8 +10,7 @@ from __future__ import annotations
 import torch
 
 from drtriton.compiler import ir
-from drtriton.compiler.kernels.matmul import HALF_DOT
-from drtriton.compiler.kernels.writer import Kernel, Writer, next_pow2, tune_config
+from drtriton.compiler.kernels.writer import HALF, TL_DTYPES, Kernel, Writer, next_pow2, tune_config
 
 MAX_HEAD_DIM = 256  # q, k and v rows held in registers per program
 MAX_BATCH = 65535  # grid axis 1 (CUDA's limit)
@@ -30,11 +29,12 @@ def fits(q: ir.Expr, k: ir.Expr, v: ir.Expr) -> bool:
 
 def _operand(w: Writer, value: str, mask: str, dtype: torch.dtype) -> str:
     """A tile for ``tl.dot``: zero outside ``mask``, in a 16-bit dtype or fp32."""
-    return w.tmp(f"tl.where({mask}, {value}, 0.0).to({HALF_DOT.get(dtype, 'tl.float32')})", "t")
+    kind = TL_DTYPES[dtype] if dtype in HALF else "tl.float32"
+    return w.tmp(f"tl.where({mask}, {value}, 0.0).to({kind})", "t")
 
 
 def _dot(w: Writer, a: str, b: str, dtype: torch.dtype) -> str:
-    precision = "" if dtype in HALF_DOT else f', input_precision="{w.blocks.dot_precision}"'
+    precision = "" if dtype in HALF else f', input_precision="{w.blocks.dot_precision}"'
     return f"tl.dot({a}, {b}{precision})"
 
 
@@ -108,6 +108,6 @@ def _key_block(w: Writer, k: ir.Expr, v: ir.Expr, mask: ir.Expr | None, causal: 
     w.line(f"l_i = l_i * alpha + tl.sum({p}, 1)")
     w.line(f"vmask = (rn[:, None] < {Lk}) & (re[None, :] < {Dv})")
     vt = _operand(w, w.ev(v, [*bidx, "rn[:, None]", "re[None, :]"], "vmask"), "vmask", v.dtype)
-    pv = f"{p}.to({HALF_DOT[v.dtype]})" if v.dtype in HALF_DOT else p
+    pv = f"{p}.to({TL_DTYPES[v.dtype]})" if v.dtype in HALF else p
     w.line(f"acc = acc * alpha[:, None] + {_dot(w, pv, vt, v.dtype)}")
     w.line("m_i = m_new")

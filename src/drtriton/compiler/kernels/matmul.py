@@ -10,6 +10,8 @@ from drtriton.compiler import ir
 from drtriton.compiler.kernels import writer
 from drtriton.compiler.kernels.pointwise import POINTWISE_CONFIGS
 from drtriton.compiler.kernels.writer import (
+    HALF,
+    TL_DTYPES,
     Kernel,
     TuneConfig,
     Writer,
@@ -98,14 +100,11 @@ def grouped_tile_ids(w: Writer, M: int, N: int) -> None:
     w.line("rn = ((pid % per_group) // group_rows) * BN + tl.arange(0, BN)")
 
 
-HALF_DOT = {torch.float16: "tl.float16", torch.bfloat16: "tl.bfloat16"}
-
-
 def dot_operands(a: ir.Expr, b: ir.Expr) -> torch.dtype:
     """The dtype ``tl.dot`` takes a product's operands in: a 16-bit float both share (tensor
     cores multiply it exactly and accumulate in fp32, as cuBLAS and cuDNN do for such tensors),
     else fp32 (at ``Blocks.dot_precision``)."""
-    return a.dtype if a.dtype == b.dtype and a.dtype in HALF_DOT else torch.float32
+    return a.dtype if a.dtype == b.dtype and a.dtype in HALF else torch.float32
 
 
 def accumulate_dot(w: Writer, av: str, bv: str, narrow: bool = False,
@@ -121,8 +120,8 @@ def accumulate_dot(w: Writer, av: str, bv: str, narrow: bool = False,
     [BM, BK, BN] sum over axis 1 into a ``tt.dot`` with TF32 inputs (triton 3.6 and 3.7), whose
     error the judge's precision parity rejects. ``operands``: a 16-bit dtype (``dot_operands``)
     goes to ``tl.dot`` as it is, accumulated in fp32."""
-    half = HALF_DOT.get(operands) if not narrow else None
-    if half is not None:
+    if operands in HALF and not narrow:
+        half = TL_DTYPES[operands]
         a = av if loaded[0] else w.tmp(f"tl.where(amask, {av}, 0.0).to({half})", "a")
         b = bv if loaded[1] else w.tmp(f"tl.where(bmask, {bv}, 0.0).to({half})", "b")
         w.line(f"acc += tl.dot({a}, {b})")

@@ -11,6 +11,7 @@ import torch.nn.functional as F
 
 from drtriton.compiler import ir, kernels
 from drtriton.compiler.kernels import attention
+from drtriton.compiler.kernels.writer import HALF
 from drtriton.compiler.lower import Deferred, Lowering, Unsupported
 from drtriton.compiler.lower import _tuple as ntuple
 from drtriton.compiler.lowerings.reductions import _channel
@@ -122,7 +123,7 @@ def scaled_dot_product_attention(L, q, k, v, attn_mask=None, dropout_p=0.0, is_c
         else:
             scores = ir.op("add", scores, _f(mask))
     weights = L.rowfull("softmax", scores, -1)
-    if weights.dtype != v.dtype and v.dtype in (torch.float16, torch.bfloat16):
+    if weights.dtype != v.dtype and v.dtype in HALF:
         weights = ir.cast(weights, v.dtype)  # P @ V in the values' dtype, as flash attention does
     return matmul(L, weights, v)
 
@@ -497,7 +498,7 @@ def _einsum_pair(L, xs: list[ir.Expr], terms: list[str], out: str) -> ir.Expr:
 
 class AttentionResult(tuple):
     """(output, weights) of multi-head attention: a tuple subclass, so that taking the output
-    does not count as a use of weights the compiler does not produce (``Missing``)."""
+    does not count as a use of the weights (``Deferred``, lowered only when used)."""
 
 
 def _additive(mask: ir.Expr) -> ir.Expr:
