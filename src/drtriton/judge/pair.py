@@ -293,7 +293,7 @@ def _reference_job(
             with GpuHold(slot.gpu, state, gate_dir), _outputs(job_dir, slot) as channel:
                 result = box.run(str(job_dir), config.reference_timeout_s, str(work / "cache"))
             report = read_report(job_dir)
-            if not (_gpu_out_of_memory(report, slot) or _receive_out_of_memory(channel, slot)):
+            if not _short_of_gpu_memory(report, channel, slot):
                 break
         lost = _lost_outputs(report, channel)
         if result.timed_out or result.memory_killed or result.server_lost or report is None:
@@ -606,11 +606,11 @@ def _lost_outputs(report: dict | None, channel: OutputChannel) -> str:
             + (f"; the judge could not take its outputs: {channel.error}" if channel.error else ""))
 
 
-def _receive_out_of_memory(channel: OutputChannel, slot: Slot) -> bool:
-    """Whether the judge's own copy of a child's outputs failed for GPU memory: the child's
-    outputs and the judge's copy are both on the GPU, which other jobs share, so the job runs
-    once more with the GPU alone (as for a child out of memory)."""
-    return slot.child_device != "cpu" and "out of memory" in channel.error.lower()
+def _short_of_gpu_memory(report: dict | None, channel: OutputChannel, slot: Slot) -> bool:
+    """Whether a job that shared its GPU ran out of its memory: in the child, or in the judge's
+    own copy of the child's outputs (both on the GPU the other jobs share)."""
+    taking = slot.child_device != "cpu" and "out of memory" in channel.error.lower()
+    return _gpu_out_of_memory(report, slot) or taking
 
 
 def _run_job(run: _Run, job_dir: Path, cache: str, exclusive: bool = False
@@ -620,9 +620,7 @@ def _run_job(run: _Run, job_dir: Path, cache: str, exclusive: bool = False
     hold = GpuHold(run.slot.gpu, "exclusive" if exclusive else "shared")
     with hold, _outputs(job_dir, run.slot) as channel:
         result = run.box.run(str(job_dir), run.config.timeout_s, cache)
-    short = (_gpu_out_of_memory(read_report(job_dir), run.slot)
-             or _receive_out_of_memory(channel, run.slot))
-    return result, channel.blob, short
+    return result, channel.blob, _short_of_gpu_memory(read_report(job_dir), channel, run.slot)
 
 
 def _judge_in(work: Path, ref: Reference, candidate: str, run: _Run) -> Verdict:
