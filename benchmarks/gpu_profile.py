@@ -213,27 +213,35 @@ def config_sweep(program, mode: str = "strict") -> dict:
             for name, ms in per_kernel_ms(model, xs):
                 times.setdefault(name, []).append(ms)
         row["kernel_ms"][label] = {n: statistics.median(v) for n, v in times.items()}
+        with torch.no_grad():  # the whole forward as the judge times it
+            row.setdefault("forward_ms", {})[label] = _median_ms(lambda m=model: m(*xs))
     return row
 
 
 class _Named:
-    """A real-suite program at full size, in the shape profile_program reads."""
+    """A program of the real or heavy suite at full size, in the shape profile_program reads."""
 
     def __init__(self, name: str) -> None:
         from drtriton.bench.suites import load_suite, program_source
 
-        folder = ROOT / "benchmarks" / "suites" / "real"
-        program = {p.name: p for p in load_suite(folder)}[name]
+        for suite in ("real", "heavy"):
+            folder = ROOT / "benchmarks" / "suites" / suite
+            programs = {p.name: p for p in load_suite(folder)}
+            if name in programs:
+                break
+        else:
+            raise SystemExit(f"gpu_profile.py: no program {name!r} in the real or heavy suite")
         self.id, self.level, self.ops = name, 0, [name]
-        self.source = program_source(folder, program, "gpu")
+        self.source = program_source(folder, programs[name], "gpu")
 
 
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--programs", type=Path)
-    p.add_argument("--real", default="", help="real-suite programs, comma-separated")
+    p.add_argument("--real", default="", help="real or heavy suite programs, comma-separated")
     p.add_argument("--configs", action="store_true", help="time each kernel at each config")
     p.add_argument("--levels", default="1,2,5")
+    p.add_argument("--ids", default="", help="only programs whose id starts with one of these")
     p.add_argument("--budget-s", type=float, default=300)
     p.add_argument("--mode", choices=("strict", "hybrid"), default="strict")
     p.add_argument("--out", type=Path, default=Path(os.environ.get("OUT", "gpu_profile")))
@@ -248,9 +256,18 @@ def main() -> None:
         raise SystemExit("gpu_profile.py: give --programs FILE or --real NAMES")
     programs = ([_Named(n) for n in args.real.split(",") if n] if args.real
                 else [p for p in read_jsonl(args.programs) if p.level in levels])
+    prefixes = tuple(i for i in args.ids.split(",") if i)
+    programs = [p for p in programs if not prefixes or str(p.id).startswith(prefixes)]
     for program in programs:
+        if time.perf_counter() - t_start > args.budget_s:
+            print("budget spent; stopping", flush=True)
+            break
         if args.configs:
-            row = config_sweep(program, args.mode)
+            try:
+                row = config_sweep(program, args.mode)
+            except Exception as exc:  # a diagnostic keeps going
+                print(f"{program.id:<24} ERROR {type(exc).__name__}: {exc}"[:300], flush=True)
+                continue
             result["programs"].append(row)
             (args.out / "profile.json").write_text(json.dumps(result, indent=1))
             for name, size in row["spaces"].items():
@@ -258,10 +275,9 @@ def main() -> None:
                                  for lab in row["kernel_ms"])
                 print(f"{row['id']:<24} {name:<32} chose {row['chosen'].get(name)} of {size}: "
                       f"{times}", flush=True)
+            print(f"{row['id']:<24} forward " + " ".join(
+                f"{lab}={ms:.3f}" for lab, ms in row["forward_ms"].items()), flush=True)
             continue
-        if time.perf_counter() - t_start > args.budget_s:
-            print("budget spent; stopping", flush=True)
-            break
         row = profile_program(program, args.out, args.mode)
         result["programs"].append(row)
         (args.out / "profile.json").write_text(json.dumps(result, indent=1))
