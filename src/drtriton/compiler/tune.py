@@ -143,16 +143,24 @@ def _compile_only(tuners: list) -> Iterator[None]:
     """Autotuners that launch each config once instead of timing it (its kernels compiled, its
     choice meaningless), and forget what they chose: the measured run that follows compiles
     nothing, so its exclusive GPU time is timing only."""
-    saved = [(t, t.__dict__.get("_do_bench")) for t in tuners if "_do_bench" in t.__dict__]
+    # An Autotuner reads its benchmarker through ``do_bench``, a cached_property over
+    # ``_do_bench``: once read, the instance's own ``do_bench`` entry is what it calls. Both are
+    # swapped and both restored, or every later tuning would time nothing and keep config 0.
+    saved = [(t, {k: t.__dict__[k] for k in _BENCH_ATTRS if k in t.__dict__}) for t in tuners]
     for tuner, _ in saved:
-        tuner._do_bench = _launch_once
+        tuner.__dict__.update(dict.fromkeys(_BENCH_ATTRS, _launch_once))
     try:
         yield
     finally:
-        for tuner, do_bench in saved:
-            tuner._do_bench = do_bench
+        for tuner, before in saved:
+            for key in _BENCH_ATTRS:
+                tuner.__dict__.pop(key, None)
+            tuner.__dict__.update(before)
         for tuner in tuners:
             tuner.cache.clear()
+
+
+_BENCH_ATTRS = ("_do_bench", "do_bench")
 
 
 MIN_CONFIGS_PER_WORKER = 4  # a worker process costs an interpreter, torch and a CUDA context
