@@ -12,7 +12,13 @@ candidate is specialised to the reference's input shapes, as KernelBench evaluat
 from drtriton.compiler.kernels.matmul import matmul
 from drtriton.compiler.kernels.pointwise import pointwise
 from drtriton.compiler.kernels.reductions import rowwise, scan
-from drtriton.compiler.kernels.spatial import ConvSpec, conv, conv_channels_last, pool
+from drtriton.compiler.kernels.spatial import (
+    ConvSpec,
+    conv,
+    conv_channels_last,
+    conv_depthwise,
+    pool,
+)
 from drtriton.compiler.kernels.writer import (
     CPU_BLOCKS,
     CUDA_BLOCKS,
@@ -27,6 +33,6 @@ from drtriton.compiler.kernels.writer import (
 
 __all__ = [
     "CPU_BLOCKS", "CUDA_BLOCKS", "HELPERS", "TL_DTYPES", "Blocks", "ConvSpec", "Epilogue", "Kernel",
-    "Writer", "conv", "conv_channels_last", "matmul", "next_pow2", "pointwise", "pool", "rowwise",
-    "scan",
+    "Writer", "conv", "conv_channels_last", "conv_depthwise", "matmul", "next_pow2", "pointwise",
+    "pool", "rowwise", "scan",
 ]

@@ -152,6 +152,44 @@ def conv_channels_last(w: Writer, x: ir.Expr, wt: ir.Expr, spec: ConvSpec, out: 
     return finish_tiles(w, M, ocg, cg * ir.numel(ksz), G, loop_k=cg, flat=True)
 
 
+DEPTHWISE_CONFIGS = [(256, 4), (512, 4), (1024, 4), (1024, 8), (2048, 8)]  # (BLOCK, warps)
+
+
+def conv_depthwise(w: Writer, x: ir.Expr, wt: ir.Expr, spec: ConvSpec, out: str) -> Kernel:
+    """A convolution whose every group reads one input channel (depthwise, or a one-channel
+    input): there is no channel reduction to feed a dot, so each output element sums its
+    window's taps times their weights, outputs flattened so that neighbours read neighbouring
+    inputs (the kernel streams its input and output once, from L2 for the window's overlap).
+    As an implicit GEMM, MobileNetV2's 3x3 depthwise convolution padded one-column output tiles
+    and a 9-tap reduction to 16 and ran at 0.34x cuDNN fp32 on an H200."""
+    _, oc, *outs = spec.out_shape
+    ins = x.shape[2:]
+    ocg = oc // spec.groups
+    n = ir.numel(tuple(spec.out_shape))
+    ksz = tuple(wt.shape[2:])
+    w.constexprs = ["BLOCK"]
+    w.line("offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)")
+    w.line(f"omask = offs < {n}")
+    oidx = w.delinearize("offs", tuple(spec.out_shape))
+    channel = w.tmp(f"{oidx[1]} // {ocg}", "ci") if ocg > 1 else oidx[1]
+    w.line("acc = tl.zeros([BLOCK], dtype=tl.float32)")
+    with w.block(f"for kk in range(0, {ir.numel(ksz)}):"):
+        kidx = w.delinearize("kk", ksz)
+        valid, pos = ["omask"], []
+        for j, size in enumerate(ins):
+            s, p, d = spec.stride[j], spec.padding[j], spec.dilation[j]
+            q = w.tmp(f"{oidx[2 + j]} * {s} - {p} + {kidx[j]} * {d}", "q")
+            if p > 0 or (outs[j] - 1) * s + (ksz[j] - 1) * d - p >= size:
+                valid.append(f"({q} >= 0) & ({q} < {size})")
+            pos.append(q)
+        w.line(f"xmask = {' & '.join(valid)}")
+        xv = w.ev(x, [oidx[0], channel, *pos], "xmask")
+        wv = w.ev(wt, [oidx[1], "0", *kidx], "omask")
+        w.line(f"acc += tl.where(xmask, {xv}, 0.0).to(tl.float32) * {wv}")
+    w.store(out, "offs", "acc", "omask", tuple(spec.out_shape))
+    return finish_1d(w, n, "BLOCK", DEPTHWISE_CONFIGS, n * ir.numel(ksz), min(1024, next_pow2(n)))
+
+
 def conv_transpose_phased(w: Writer, x: ir.Expr, wt: ir.Expr, spec: ConvSpec, out: str) -> Kernel:
     """Strided transposed convolution, one output phase per program.
 

@@ -223,7 +223,10 @@ def conv(L: Lowering, nsp: int, x, weight, bias, stride, padding, dilation, grou
         overlap = ir.numel(ksz) * ir.numel(outs) / ir.numel(ins)
         if transposed:
             overlap /= ir.numel(stride)  # the phased kernel skips the taps that miss the input
-        if _channels_last(L, x, weight, spec):
+        if not transposed and x.shape[1] == int(groups):  # one input channel per group
+            x = reread_input(L, x, max(1.0, overlap))
+            make = kernels.conv_depthwise
+        elif _channels_last(L, x, weight, spec):
             nd = len(x.shape)
             x = L.materialize(ir.permute(x, (0, *range(2, nd), 1)))
             weight = L.materialize(ir.permute(weight, (*range(2, nd), 0, 1)))
