@@ -35,3 +35,11 @@ def test_compile_only_leaves_no_benchmarker_of_its_own():
         assert tuner.do_bench is tune._launch_once
     assert "do_bench" not in tuner.__dict__
     assert tuner.__dict__.get("_do_bench") is None
+
+
+def test_cached_choices_are_keyed_by_the_measuring_code():
+    environment = tune.tuning_environment("cpu")
+    key = tune.TuningCache.program_key("src", "strict", "fp32", environment)
+    changed = {**environment, "tuner": "0" * 12}
+    assert environment["tuner"] != changed["tuner"]
+    assert tune.TuningCache.program_key("src", "strict", "fp32", changed) != key

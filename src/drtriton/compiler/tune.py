@@ -320,10 +320,14 @@ def measurement_key(kind: str, *candidates: str) -> str:
 
 @functools.cache  # once per process: the driver is read with nvidia-smi
 def tuning_environment(device: str = "cuda") -> dict:
-    """What a measurement depends on besides the program: the GPU (name, driver, CUDA) and the
-    library versions, as the judge's baseline cache keys them."""
+    """What a measurement depends on besides the program: the GPU (name, driver, CUDA), the
+    library versions, as the judge's baseline cache keys them, and this module's own source (how
+    it measures): a fixed measuring bug leaves no cached choice behind."""
     gpu = provenance.gpu_record(device if torch.cuda.is_available() else "cpu")
-    return {**gpu, **provenance.library_versions(("torch", "triton"))}
+    return {**gpu, **provenance.library_versions(("torch", "triton")), "tuner": _TUNER_DIGEST}
+
+
+_TUNER_DIGEST = hashlib.sha256(Path(__file__).read_bytes()).hexdigest()[:12]
 
 
 class TuningCache:
