@@ -8,6 +8,7 @@ runs. Run: .venv/bin/python -m pytest -q tests/test_compiler_cuda_emission.py   
 from __future__ import annotations
 
 import os
+import re
 
 os.environ.setdefault("TRITON_INTERPRET", "1")
 
@@ -311,5 +312,71 @@ def test_kernels_past_the_tuning_budget_launch_a_fixed_config(monkeypatch):
     final = compile_program(src, config, Tuning("test GPU", tuple((n, 0) for n in tuned)))
     assert "@triton.autotune(" not in final
     want, got = run_pair(src, final)
+    for w, g in zip(want, got, strict=True):
+        torch.testing.assert_close(g, w, atol=1e-4, rtol=1e-4)
+
+
+def _dot_operands(candidate: str) -> list[tuple[str, str]]:
+    """Each ``tl.dot``'s operand names, with the line that made each (loads or computations)."""
+    made = dict(re.findall(r"^\s*(\w+) = (.*)$", candidate, re.M))
+    found = []
+    for a, b in re.findall(r"tl\.dot\((\w+), (?:tl\.trans\()?(\w+)", candidate):
+        found += [(a, made.get(a, "")), (b, made.get(b, ""))]
+    return found
+
+
+PLAIN_OPERAND_BODIES = [
+    # a (batch, tokens, features) activation's rows: one run, read without where()
+    ("return F.linear(a, b)", [(2, 40, 48), (36, 48)]),
+    # LayerNorm's normalisation written out before the product, not recomputed in its loads
+    ("return F.linear(F.layer_norm(a, (48,)), b)", [(2, 40, 48), (36, 48)]),
+    # SwiGLU's gate joins the up projection's epilogue; the down projection reads it plainly
+    ("return F.linear(F.silu(F.linear(a, b)) * F.linear(a, c), d)",
+     [(3, 48, 32), (40, 32), (40, 32), (128, 40)]),
+    # heads split from one QKV projection with a bias: attention reads them as loaded
+    ("qkv = F.linear(a, b, c).view(2, 40, 3, 2, 32).permute(2, 0, 3, 1, 4)\n"
+     "return F.scaled_dot_product_attention(qkv[0], qkv[1], qkv[2], is_causal=True)",
+     [(2, 40, 64), (192, 64), (192,)]),
+]
+
+
+@pytest.mark.parametrize(("body", "shapes"), PLAIN_OPERAND_BODIES)
+def test_gpu_dots_read_their_operands_as_plain_loads(body, shapes, monkeypatch):
+    """Triton copies only plain loads into shared memory asynchronously for a tensor-core dot:
+    a computed operand (a fused prologue) is written out first where the product is long, and
+    a product's rows over several contiguous dims are one index."""
+    from compiler_cases.harness import program
+
+    src = program(body, shapes)
+    candidate = compile_program(src, CompilerConfig(device="cuda"))
+    operands = _dot_operands(candidate)
+    assert operands
+    for name, line in operands:
+        if not name.startswith("p"):  # attention's probabilities are computed by definition
+            assert line.startswith("tl.load(") and "tl.where" not in line, (name, line)
+    if "attention" in body:  # V, P @ V's B operand, K-major: contiguous along the keys
+        assert re.search(r"rn\[:, None\] \+ re\[None, :\] \* \d+", candidate)
+    monkeypatch.setattr(triton, "autotune", _fixed_autotune(-1))
+    want, got = run_pair(src, candidate)
+    for w, g in zip(want, got, strict=True):
+        torch.testing.assert_close(g, w, atol=1e-4, rtol=1e-4)
+
+
+@pytest.mark.parametrize(("body", "shapes"), [
+    ("return F.layer_norm(a, (48,))", [(2, 40, 48)]),
+    ("return F.layer_norm(a.permute(0, 2, 3, 1), (12,))", [(2, 12, 5, 7)]),  # ConvNeXt's
+    ("return torch.softmax(a, dim=-1)", [(30, 300)]),
+])
+def test_gpu_row_tiles_read_their_input_without_where(body, shapes, monkeypatch):
+    """A row kernel's [BM, BR] tile offsets (rows ``rm``, reduced ``rr``) span the tile, so its
+    loads keep their contiguity visible to Triton: no ``where()`` around the offsets."""
+    from compiler_cases.harness import program
+
+    src = program(body, shapes)
+    candidate = compile_program(src, CompilerConfig(device="cuda"))
+    loads = [ln for ln in candidate.splitlines() if "tl.load(in0_ptr" in ln]
+    assert loads and all("tl.where" not in ln for ln in loads), loads
+    monkeypatch.setattr(triton, "autotune", _fixed_autotune(-1))
+    want, got = run_pair(src, candidate)
     for w, g in zip(want, got, strict=True):
         torch.testing.assert_close(g, w, atol=1e-4, rtol=1e-4)

@@ -395,7 +395,7 @@ class Lowering(Reductions):
                 and ir.numel(e.shape) == ir.numel(self.shapes[e.buf][0]):
             return e
         for buf in ir.buffers_of(e):
-            if buf in self.pending and self._fusable(e, buf) and not self._live_elsewhere(buf, e):
+            if self._joins(e, buf):
                 p = self.pending.pop(buf)
                 if p.epi is not None:  # compose: e reads buf, which is p.epi applied to the hole
                     inner = p.epi.expr
@@ -407,6 +407,14 @@ class Lowering(Reductions):
                                             kernels.Epilogue(e, p.base), p.base)
                 return ir.Load(e.shape, e.dtype, new, ir.contiguous_strides(e.shape), 0)
         return self.kernel(lambda w, out, e=e: kernels.pointwise(w, e, out), e.shape, e.dtype)
+
+    def joins_pending(self, e: ir.Expr) -> bool:
+        """Whether ``materialize(e)`` would add ``e`` to a pending kernel's epilogue (no pass of
+        its own) rather than write it with a kernel of its own."""
+        return any(self._joins(e, buf) for buf in ir.buffers_of(e))
+
+    def _joins(self, e: ir.Expr, buf: str) -> bool:
+        return buf in self.pending and self._fusable(e, buf) and not self._live_elsewhere(buf, e)
 
     def _fusable(self, e: ir.Expr, buf: str) -> bool:
         shape = self.shapes[buf][0]

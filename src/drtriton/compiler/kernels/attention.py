@@ -27,8 +27,13 @@ def fits(q: ir.Expr, k: ir.Expr, v: ir.Expr) -> bool:
             and len(k.shape) == len(q.shape) == len(v.shape))
 
 
-def _operand(w: Writer, value: str, mask: str, dtype: torch.dtype) -> str:
-    """A tile for ``tl.dot``: zero outside ``mask``, in a 16-bit dtype or fp32."""
+def _operand(w: Writer, e: ir.Expr, idx: list[str], mask: str, dtype: torch.dtype) -> str:
+    """A tile of ``e`` for ``tl.dot``: zero outside ``mask``, in a 16-bit dtype or fp32. A plain
+    load of that dtype goes as loaded (``other=0`` zeroes it): Triton copies only plain loads
+    into shared memory asynchronously (see ``matmul.accumulate_dot``)."""
+    value = w.ev(e, idx, mask)
+    if isinstance(e, ir.Load) and e.dtype == dtype:
+        return value
     kind = TL_DTYPES[dtype] if dtype in HALF else "tl.float32"
     return w.tmp(f"tl.where({mask}, {value}, 0.0).to({kind})", "t")
 
@@ -57,7 +62,7 @@ def attention(w: Writer, q: ir.Expr, k: ir.Expr, v: ir.Expr, mask: ir.Expr | Non
     w.line(f"rd = tl.arange(0, {bd})")
     w.line(f"re = tl.arange(0, {bdv})")
     w.line(f"qmask = (rm[:, None] < {Lq}) & (rd[None, :] < {D})")
-    qt = _operand(w, w.ev(q, [*bidx, "rm[:, None]", "rd[None, :]"], "qmask"), "qmask", qk_dtype)
+    qt = _operand(w, q, [*bidx, "rm[:, None]", "rd[None, :]"], "qmask", qk_dtype)
     w.line('m_i = tl.full([BM], -float("inf"), tl.float32)')
     w.line("l_i = tl.zeros([BM], tl.float32)")
     w.line(f"acc = tl.zeros([BM, {bdv}], dtype=tl.float32)")
@@ -88,7 +93,7 @@ def _key_block(w: Writer, k: ir.Expr, v: ir.Expr, mask: ir.Expr | None, causal: 
     Lq, Lk, D, Dv = sizes
     w.line("rn = n0 + tl.arange(0, BN)")
     w.line(f"kmask = (rn[:, None] < {Lk}) & (rd[None, :] < {D})")
-    kt = _operand(w, w.ev(k, [*bidx, "rn[:, None]", "rd[None, :]"], "kmask"), "kmask", qk_dtype)
+    kt = _operand(w, k, [*bidx, "rn[:, None]", "rd[None, :]"], "kmask", qk_dtype)
     s = w.tmp(f"{_dot(w, qt, f'tl.trans({kt})', qk_dtype)} * {scale!r}", "s")
     w.line(f"valid = (rm[:, None] < {Lq}) & (rn[None, :] < {Lk})")
     if causal:
@@ -107,7 +112,7 @@ def _key_block(w: Writer, k: ir.Expr, v: ir.Expr, mask: ir.Expr | None, causal: 
     w.line("alpha = tl.exp(m_i - m_use)")
     w.line(f"l_i = l_i * alpha + tl.sum({p}, 1)")
     w.line(f"vmask = (rn[:, None] < {Lk}) & (re[None, :] < {Dv})")
-    vt = _operand(w, w.ev(v, [*bidx, "rn[:, None]", "re[None, :]"], "vmask"), "vmask", v.dtype)
+    vt = _operand(w, v, [*bidx, "rn[:, None]", "re[None, :]"], "vmask", v.dtype)
     pv = f"{p}.to({TL_DTYPES[v.dtype]})" if v.dtype in HALF else p
     w.line(f"acc = acc * alpha[:, None] + {_dot(w, pv, vt, v.dtype)}")
     w.line("m_i = m_new")

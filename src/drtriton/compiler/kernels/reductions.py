@@ -56,6 +56,7 @@ class _Rows:
         w.constexprs = ["BM"]
         w.line("rows = tl.program_id(0) * BM + tl.arange(0, BM)")
         w.line("rm = rows[:, None]")
+        w.tile_axes.update(rm=0, rr=1)
         w.line(f"mmask = rm < {self.M}")
         self.kidx = w.delinearize("rm", self.kshape)
         if self.single:
@@ -279,6 +280,7 @@ def scan(w: Writer, kind: str, x: ir.Expr, dim: int, out: str) -> Kernel:
     BR = min(next_pow2(R), COLUMN_BR if column else 1024)
     w.constexprs = ["BM"]
     w.line("rm = (tl.program_id(0) * BM + tl.arange(0, BM))[:, None]")
+    w.tile_axes.update(rm=0, rr=1)
     w.line(f"mmask = rm < {M}")
     kidx = w.delinearize("rm", kshape)
     fill = {"cumsum": "0.0", "cumprod": "1.0", "cummax": '-float("inf")',

@@ -130,14 +130,9 @@ def conv_channels_last(w: Writer, x: ir.Expr, wt: ir.Expr, spec: ConvSpec, out: 
     with w.block(f"for t in range(0, {ir.numel(ksz)} * chunks):"):
         w.line("ck = (t % chunks) * BK + tl.arange(0, BK)")
         taps = w.delinearize("(t // chunks)", ksz)
-        valid, pos = [f"(rm[:, None] < {M})"], []
-        for j, size in enumerate(ins):
-            o = f"{midx[1 + j]}[:, None]" if midx[1 + j] != "0" else "0"
-            s, p, d = spec.stride[j], spec.padding[j], spec.dilation[j]
-            q = w.tmp(f"{o} * {s} + {taps[j]} * {d} - {p}", "q")
-            if p > 0 or (outs[j] - 1) * s + (ksz[j] - 1) * d - p >= size:
-                valid.append(f"({q} >= 0) & ({q} < {size})")
-            pos.append(q)
+        valid = [f"(rm[:, None] < {M})"]
+        rows = [f"{i}[:, None]" if i != "0" else "0" for i in midx[1:]]
+        pos = _tap_positions(w, spec, (ins, outs, ksz), rows, taps, valid)
         w.line(f"amask = {' & '.join(valid)} & (ck[None, :] < {cg})")
         w.line(f"bmask = (ck[:, None] < {cg}) & bcols")
         n0 = f"{midx[0]}[:, None]" if midx[0] != "0" else "0"
@@ -150,6 +145,21 @@ def conv_channels_last(w: Writer, x: ir.Expr, wt: ir.Expr, spec: ConvSpec, out: 
                 if midx[0] != "0" else f"oc[None, :] * {P} + (rm % {P})[:, None]", "o")
     w.store(out, lin, "acc", "cmask", spec.out_shape)
     return finish_tiles(w, M, ocg, cg * ir.numel(ksz), G, loop_k=cg, flat=True)
+
+
+def _tap_positions(w: Writer, spec: ConvSpec, sizes: tuple, out_idx: list[str],
+                   taps: list[str], valid: list[str]) -> list[str]:
+    """The input position ``o * s + tap * d - p`` of each spatial dim (``sizes``: the input,
+    output and kernel extents), appending to ``valid`` the range check of each dim whose
+    windows can leave the input."""
+    pos = []
+    for j, (size, n_out, k) in enumerate(zip(*sizes, strict=True)):
+        s, p, d = spec.stride[j], spec.padding[j], spec.dilation[j]
+        q = w.tmp(f"{out_idx[j]} * {s} + {taps[j]} * {d} - {p}", "q")
+        if p > 0 or (n_out - 1) * s + (k - 1) * d - p >= size:
+            valid.append(f"({q} >= 0) & ({q} < {size})")
+        pos.append(q)
+    return pos
 
 
 DEPTHWISE_CONFIGS = [(256, 4), (512, 4), (1024, 4), (1024, 8), (2048, 8)]  # (BLOCK, warps)
@@ -175,13 +185,8 @@ def conv_depthwise(w: Writer, x: ir.Expr, wt: ir.Expr, spec: ConvSpec, out: str)
     w.line("acc = tl.zeros([BLOCK], dtype=tl.float32)")
     with w.block(f"for kk in range(0, {ir.numel(ksz)}):"):
         kidx = w.delinearize("kk", ksz)
-        valid, pos = ["omask"], []
-        for j, size in enumerate(ins):
-            s, p, d = spec.stride[j], spec.padding[j], spec.dilation[j]
-            q = w.tmp(f"{oidx[2 + j]} * {s} - {p} + {kidx[j]} * {d}", "q")
-            if p > 0 or (outs[j] - 1) * s + (ksz[j] - 1) * d - p >= size:
-                valid.append(f"({q} >= 0) & ({q} < {size})")
-            pos.append(q)
+        valid = ["omask"]
+        pos = _tap_positions(w, spec, (ins, outs, ksz), oidx[2:], kidx, valid)
         w.line(f"xmask = {' & '.join(valid)}")
         xv = w.ev(x, [oidx[0], channel, *pos], "xmask")
         wv = w.ev(wt, [oidx[1], "0", *kidx], "omask")

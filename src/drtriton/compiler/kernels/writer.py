@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import contextlib
 import math
+import re
 from dataclasses import dataclass, field
 
 import torch
@@ -56,10 +57,22 @@ def _mul_combine(a, b):
 }
 
 
-def _spans_tile(terms: list[str]) -> bool:
-    """Whether offset terms cover both axes of a 2-D tile (rows ``[:, None]``, columns
-    ``[None, :]``), so that their sum already has the tile's shape."""
-    return any("[:, None]" in t for t in terms) and any("[None, :]" in t for t in terms)
+def _term_axis(term: str, tile_axes: dict[str, int]) -> int | None:
+    """The tile axis an offset term varies along: rows (``[:, None]``, 0) or columns
+    (``[None, :]``, 1), by its text or by its leading variable (``Writer.tile_axes``)."""
+    if "[:, None]" in term:
+        return 0
+    if "[None, :]" in term:
+        return 1
+    lead = re.match(r"\(*([A-Za-z_]\w*)", term)
+    return tile_axes.get(lead.group(1)) if lead else None
+
+
+def _spans_tile(terms: list[str], tile_axes: dict[str, int]) -> bool:
+    """Whether offset terms cover both axes of a 2-D tile, so that their sum already has the
+    tile's shape."""
+    axes = {_term_axis(t, tile_axes) for t in terms}
+    return 0 in axes and 1 in axes
 
 
 def next_pow2(n: int) -> int:
@@ -199,6 +212,9 @@ class Writer:
         self.epilogue: Epilogue | None = None
         # multi-indices made by delinearize(): idx tuple -> (linear variable, shape)
         self.linear: dict[tuple[str, ...], tuple[str, ir.Shape]] = {}
+        # variables holding a 2-D tile's row ([BM, 1]: 0) or column ([1, BR]: 1) indices, and
+        # those delinearize() makes of them
+        self.tile_axes: dict[str, int] = {}
 
     # ---- plumbing
     def ptr(self, buf: str, out: bool = False) -> str:
@@ -248,6 +264,8 @@ class Writer:
             if d > 0:
                 code = f"{code} % {size}"
             out.append(self.tmp(code, "i"))
+            if lin in self.tile_axes:
+                self.tile_axes[out[-1]] = self.tile_axes[lin]
         self.linear[tuple(out)] = (lin, tuple(shape))
         return out
 
@@ -290,7 +308,11 @@ class Writer:
                 k, lin = tail
                 offs = " + ".join([t for t in per_dim[:k] if t] + [lin] + offset)
                 return f"tl.load({p} + {offs}, mask={mask}, other=0)"
-            if _spans_tile(terms):
+            merged = self._merged_lead(e, idx)
+            if merged is not None:
+                k, lead = merged
+                terms = [lead] + [t for t in per_dim[k:] if t] + offset
+            if _spans_tile(terms, self.tile_axes):
                 # a 2-D tile's offsets as they are: Triton sees their contiguity (vectorised,
                 # asynchronous copies a tensor-core dot is fed from); where() would hide it, and
                 # masked lanes are never read (on an H200 a 4096^3 3xTF32 dot ran 34 TFLOP/s fed
@@ -369,6 +391,22 @@ class Writer:
                     j = len(made) - len(tail)
                     if j >= 0 and made[j:] == tail and tuple(full[j:]) == shape:
                         return k, (lin if j == 0 else f"({lin} % {ir.numel(shape)})") + sfx
+        return None
+
+    def _merged_lead(self, e: ir.Load, idx: list[str]) -> tuple[int, str] | None:
+        """(k, term) where ``idx[:k]`` (k >= 2) is one tile index's whole delinearization and
+        ``e`` lays those dims out as one run: the index times the run's stride reads them (a
+        (batch, tokens, features) activation's rows as a product's A tile), so that the tile's
+        offsets show their contiguity; else None."""
+        for made, (lin, full) in self.linear.items():
+            k = len(made)
+            if k < 2 or k >= len(idx) or tuple(idx[:k]) != made or tuple(e.shape[:k]) != full:
+                continue
+            step = e.strides[k - 1]
+            runs = [step * ir.numel(tuple(full[d + 1:])) for d in range(k)]
+            if any(n != 1 and s != r for s, r, n in zip(e.strides[:k], runs, full, strict=True)):
+                continue
+            return k, lin if step == 1 else f"{lin} * {step}"
         return None
 
     def _op(self, e: ir.Op, a: list[str], idx: list[str]) -> str:

@@ -40,16 +40,30 @@ def k_major(L: Lowering, a: ir.Expr, b: ir.Expr) -> tuple[ir.Expr, ir.Expr]:
     """Operands of a tensor-core matmul with K contiguous: Hopper's fp32 (TF32) wgmma reads both
     from shared memory K-major, and Triton routes other layouts through a slower path (on an H200
     a 3xTF32 8192 x 768 x 2304 product ran 0.36 ms with B K-major, 0.83 ms N-major). A plain
-    buffer read in another order is copied first (one pass over the operand); computed operands
-    are formed in registers anyway."""
+    buffer read in another order is copied first (one pass over the operand). So is a computed
+    operand (a fused prologue: LayerNorm's normalisation, SwiGLU's gate) where the other side is
+    long: Triton copies only plain loads into shared memory asynchronously, and on an H200 a
+    3xTF32 4096^3 product fed through ``where()`` ran 34 TFLOP/s against 55 from plain loads."""
     M, K, N = a.shape[-2], a.shape[-1], b.shape[-1]
     if L.blocks.dot_precision == "ieee" or min(M, N, K) < TENSOR_CORE_MIN:
         return a, b
-    if isinstance(a, ir.Load) and a.strides[-1] != 1:
+    if isinstance(a, ir.Load) and a.strides[-1] != 1 or _write_first(L, a, N):
         a = L.materialize(a)
-    if isinstance(b, ir.Load) and b.strides[-2] != 1:
+    if isinstance(b, ir.Load) and b.strides[-2] != 1 or _write_first(L, b, M):
         b = ir.transpose(L.materialize(ir.transpose(b, -2, -1)), -2, -1)
     return a, b
+
+
+# the other side's length from which a computed operand is written out first: the pass costs
+# 8 bytes per operand element, the slower pipeline ~40% of 2 * N flops per element, even at
+# N = 128 (at 4 TB/s and 55 TFLOP/s)
+PROLOGUE_MIN = 128
+
+
+def _write_first(L: Lowering, e: ir.Expr, other_side: int) -> bool:
+    """Whether a computed operand is written out before the product: where the product is long
+    enough to pay for the pass, or where it joins a pending kernel's epilogue (free)."""
+    return not ir.is_cheap(e) and (other_side >= PROLOGUE_MIN or L.joins_pending(e))
 
 
 def _torch_in(L: Lowering, e: ir.Expr, dtype: torch.dtype) -> str:
@@ -134,6 +148,12 @@ def _flash_attention(L: Lowering, q, k, v, attn_mask, causal: bool, factor: floa
         mask = _f(mask)
     query_blocks = max(1.0, q.shape[-2] / _TILE)  # each key and value is read once per block
     k, v = reread_input(L, k, query_blocks), reread_input(L, v, query_blocks)
+    if _tensor_cores(L):  # dot operands as plain loads (see k_major)
+        q, k, v = (e if ir.is_cheap(e) else L.materialize(e) for e in (q, k, v))
+        if v.dtype == torch.float32 and v.strides[-2] != 1:
+            # P @ V takes V as its B operand: TF32 wgmma reads it K-major (along the keys), so
+            # V is copied transposed once, against the Lq / BM times the kernel reads it
+            v = ir.transpose(L.materialize(ir.transpose(v, -2, -1)), -2, -1)
     L.flush_expr(*(e for e in (q, k, v, mask) if e is not None))
     shape = (*q.shape[:-1], v.shape[-1])
     dtype = ir.promote(q.dtype, v.dtype)
@@ -150,7 +170,17 @@ def _sdpa(L, q, k, v, attn_mask=None, dropout_p=0.0, is_causal=False, scale=None
 
 def linear(L, x, weight, bias):
     y = matmul(L, x, ir.transpose(weight, 0, 1) if len(weight.shape) == 2 else weight)
-    return ir.op("add", y, bias) if bias is not None else y
+    if bias is None:
+        return y
+    y = ir.op("add", y, bias)
+    # on tensor cores the bias joins the product's epilogue now (no extra pass: the product is
+    # written anyway), so that a consumer reading the result through views (attention's heads
+    # split from one QKV projection) or as a product's operand reads a plain buffer
+    return L.materialize(y) if _tensor_cores(L) else y
+
+
+def _tensor_cores(L: Lowering) -> bool:
+    return L.config.mode == "strict" and L.blocks.dot_precision != "ieee"
 
 
 @fn(F.linear)
