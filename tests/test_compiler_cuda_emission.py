@@ -380,3 +380,32 @@ def test_gpu_row_tiles_read_their_input_without_where(body, shapes, monkeypatch)
     want, got = run_pair(src, candidate)
     for w, g in zip(want, got, strict=True):
         torch.testing.assert_close(g, w, atol=1e-4, rtol=1e-4)
+
+
+STEM_BODIES = [
+    # few input channels: a window row's kw * C inputs are one contiguous run per tap
+    ("return F.conv2d(a, b, stride=2, padding=3)", [(2, 3, 20, 18), (16, 3, 7, 7)]),  # ResNet
+    ("return torch.relu(F.conv2d(a, b, c, padding=1))", [(2, 4, 9, 8), (24, 4, 5, 4), (24,)]),
+    ("return F.conv1d(a, b, stride=3)", [(2, 2, 40), (16, 2, 9)]),
+    ("return F.conv3d(torch.sigmoid(a), b, padding=(1, 0, 2))",
+     [(1, 2, 4, 5, 9), (16, 2, 3, 2, 8)]),
+]
+
+
+@pytest.mark.parametrize("pick", [0, -1])
+@pytest.mark.parametrize(("body", "shapes"), STEM_BODIES)
+def test_gpu_convolutions_over_few_channels_merge_a_window_row(body, shapes, pick, monkeypatch):
+    """Under 16 input channels (an image stem) a GPU convolution reduces over each window row's
+    kw * C contiguous channels-last inputs per tap, read as plain loads (``conv_merged_taps``)."""
+    from compiler_cases.harness import program
+
+    src = program(body, shapes)
+    candidate = compile_program(src, CompilerConfig(device="cuda"))
+    assert "chunks = tl.cdiv(" in candidate and 'input_precision="tf32x3"' in candidate
+    assert all(line.startswith("tl.load(") and "tl.where" not in line
+               for _, line in _dot_operands(candidate))
+    monkeypatch.setattr(triton, "autotune", _fixed_autotune(pick))
+    want, got = run_pair(src, candidate)
+    for w, g in zip(want, got, strict=True):
+        assert w.shape == g.shape
+        torch.testing.assert_close(g, w, atol=1e-4, rtol=1e-4)

@@ -17,6 +17,7 @@ from drtriton.compiler.kernels.spatial import (
     conv,
     conv_channels_last,
     conv_depthwise,
+    conv_merged_taps,
     pool,
 )
 from drtriton.compiler.kernels.writer import (
@@ -33,6 +34,6 @@ from drtriton.compiler.kernels.writer import (
 
 __all__ = [
     "CPU_BLOCKS", "CUDA_BLOCKS", "HELPERS", "TL_DTYPES", "Blocks", "ConvSpec", "Epilogue", "Kernel",
-    "Writer", "conv", "conv_channels_last", "conv_depthwise", "matmul", "next_pow2", "pointwise",
-    "pool", "rowwise", "scan",
+    "Writer", "conv", "conv_channels_last", "conv_depthwise", "conv_merged_taps", "matmul",
+    "next_pow2", "pointwise", "pool", "rowwise", "scan",
 ]

@@ -147,6 +147,52 @@ def conv_channels_last(w: Writer, x: ir.Expr, wt: ir.Expr, spec: ConvSpec, out: 
     return finish_tiles(w, M, ocg, cg * ir.numel(ksz), G, loop_k=cg, flat=True)
 
 
+def conv_merged_taps(w: Writer, x: ir.Expr, wt: ir.Expr, spec: ConvSpec, out: str,
+                     cin: int) -> Kernel:
+    """A convolution over few input channels (an image stem: 3 channels, 7x7 taps) as an implicit
+    GEMM fed to tensor cores: ``x`` is the input channels-last with its last spatial dim and
+    channels merged (N, *in[:-1], W * C), ``wt`` the weight (*k[:-1], OC, kw * C). A window row's
+    kw * C inputs are one contiguous run of that merged dim (stride 1 along the row's last
+    spatial dim is not needed: the run starts at ``(o * s - p) * C``), so each A tile is [output
+    positions x contiguous run] and the reduction per tap is kw * C long instead of C (under 16,
+    too short for a dot). ``cin``: C. Groups 1 and dilation 1 along the last spatial dim
+    only."""
+    nb, *lead_ins, run_in = x.shape
+    _, oc, *outs = spec.out_shape
+    ksz = tuple(wt.shape[:-2])  # the taps of every spatial dim but the last
+    run = wt.shape[-1]  # kw * C
+    M, P = nb * ir.numel(tuple(outs)), ir.numel(tuple(outs))
+    s, p = spec.stride[-1], spec.padding[-1]
+    w.constexprs = ["BM", "BN", "BK"]
+    grouped_tile_ids(w, M, oc)
+    midx = w.delinearize("rm", (nb, *outs))
+    w.line("acc = tl.zeros([BM, BN], dtype=tl.float32)")
+    w.line(f"bcols = rn[None, :] < {oc}")
+    w.line(f"chunks = tl.cdiv({run}, BK)")
+    rows = [f"{i}[:, None]" if i != "0" else "0" for i in midx[1:]]
+    start = w.tmp(f"({rows[-1]} * {s} - {p}) * {cin}", "q")
+    w.tile_axes[start] = 0
+    with w.block(f"for t in range(0, {ir.numel(ksz)} * chunks):"):
+        w.line("ck = (t % chunks) * BK + tl.arange(0, BK)")
+        taps = w.delinearize("(t // chunks)", ksz)
+        valid = [f"(rm[:, None] < {M})"]
+        pos = _tap_positions(w, spec, (lead_ins, outs[:-1], ksz), rows[:-1], taps, valid)
+        col = w.tmp(f"{start} + ck[None, :]", "q")
+        w.line(f"amask = {' & '.join(valid)} & (ck[None, :] < {run}) & ({col} >= 0) & "
+               f"({col} < {run_in})")
+        w.line(f"bmask = (ck[:, None] < {run}) & bcols")
+        n0 = f"{midx[0]}[:, None]" if midx[0] != "0" else "0"
+        av = w.ev(x, [n0, *pos, f"{start} + ck[None, :]"], "amask")
+        bv = w.ev(wt, [*taps, "rn[None, :]", "ck[:, None]"], "bmask")
+        accumulate_dot(w, av, bv, loaded=(True, True), operands=dot_operands(x, wt))
+    w.line(f"cmask = (rm[:, None] < {M}) & bcols")
+    n_ = f"({midx[0]})" if midx[0] != "0" else "0"
+    lin = w.tmp(f"{n_}[:, None] * {oc * P} + rn[None, :] * {P} + (rm % {P})[:, None]"
+                if midx[0] != "0" else f"rn[None, :] * {P} + (rm % {P})[:, None]", "o")
+    w.store(out, lin, "acc", "cmask", spec.out_shape)
+    return finish_tiles(w, M, oc, run * ir.numel(ksz), 1, loop_k=run, flat=True)
+
+
 def _tap_positions(w: Writer, spec: ConvSpec, sizes: tuple, out_idx: list[str],
                    taps: list[str], valid: list[str]) -> list[str]:
     """The input position ``o * s + tap * d - p`` of each spatial dim (``sizes``: the input,
@@ -156,6 +202,8 @@ def _tap_positions(w: Writer, spec: ConvSpec, sizes: tuple, out_idx: list[str],
     for j, (size, n_out, k) in enumerate(zip(*sizes, strict=True)):
         s, p, d = spec.stride[j], spec.padding[j], spec.dilation[j]
         q = w.tmp(f"{out_idx[j]} * {s} + {taps[j]} * {d} - {p}", "q")
+        if out_idx[j].endswith("[:, None]"):
+            w.tile_axes[q] = 0  # a tile's rows (taps are scalars)
         if p > 0 or (n_out - 1) * s + (k - 1) * d - p >= size:
             valid.append(f"({q} >= 0) & ({q} < {size})")
         pos.append(q)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import math
 import operator
 
@@ -256,6 +257,13 @@ def conv(L: Lowering, nsp: int, x, weight, bias, stride, padding, dilation, grou
         if not transposed and x.shape[1] == int(groups):  # one input channel per group
             x = reread_input(L, x, max(1.0, overlap))
             make = kernels.conv_depthwise
+        elif _merged_taps(L, x, weight, spec):
+            nd, cin = len(x.shape), x.shape[1]
+            x = L.materialize(ir.permute(x, (0, *range(2, nd), 1)))
+            x = ir.reshape(x, (*x.shape[:-2], x.shape[-2] * cin))
+            weight = L.materialize(ir.permute(weight, (*range(2, nd - 1), 0, nd - 1, 1)))
+            weight = ir.reshape(weight, (*weight.shape[:-2], weight.shape[-2] * cin))
+            make = functools.partial(kernels.conv_merged_taps, cin=cin)
         elif _channels_last(L, x, weight, spec):
             nd = len(x.shape)
             x = L.materialize(ir.permute(x, (0, *range(2, nd), 1)))
@@ -285,6 +293,16 @@ def _channels_last(L: Lowering, x: ir.Expr, weight: ir.Expr, spec: kernels.ConvS
     ocg = spec.out_shape[1] // spec.groups
     return (L.blocks.dot_precision != "ieee" and not spec.transposed
             and min(cg, ocg) >= CHANNELS_LAST_MIN)
+
+
+def _merged_taps(L: Lowering, x: ir.Expr, weight: ir.Expr, spec: kernels.ConvSpec) -> bool:
+    """Whether a convolution runs as :func:`kernels.conv_merged_taps`: on GPUs, too few input
+    channels for channels-last tiles (an image stem), but a window row of at least 16 inputs
+    (kw * C) to reduce over per tap; one group, no dilation along the last spatial dim."""
+    cin, kw = x.shape[1], weight.shape[-1]
+    return (L.blocks.dot_precision != "ieee" and not spec.transposed and spec.groups == 1
+            and cin < CHANNELS_LAST_MIN and kw * cin >= CHANNELS_LAST_MIN
+            and spec.dilation[-1] == 1 and spec.out_shape[1] >= CHANNELS_LAST_MIN)
 
 
 def _conv_fn(nsp, transposed):
