@@ -228,6 +228,7 @@ TENSOR_CORE_BODIES = [
     ("return F.conv1d(torch.relu(a), b, padding=2)", [(3, 24, 11), (17, 24, 5)]),
     ("return F.conv3d(a, b, stride=(1, 2, 1))", [(1, 16, 4, 5, 6), (16, 16, 2, 2, 3)]),
     ("return F.conv2d(a, b) * 2 + 1", [(2, 40, 5, 5), (24, 40, 1, 1)]),
+    ("return F.conv2d(a, b, padding=1)", [(2, 32, 6, 5), (9, 32, 3, 3)]),  # 9 outputs: padded
 ]
 
 

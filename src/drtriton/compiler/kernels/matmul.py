@@ -35,7 +35,7 @@ MM_TILES = ((32, 32, 32, 4, 3), (64, 64, 32, 4, 4), (128, 64, 32, 4, 4), (64, 12
             (128, 128, 32, 8, 3), (128, 256, 32, 8, 3), (256, 128, 32, 8, 3),
             # one narrow side (N or M under 16, e.g. a (398 x 548) @ (548 x 12) bmm that ran at
             # 0.08x cuBLAS with 32 x 32 x 32 tiles): tall tiles, longer K steps
-            (128, 16, 64, 4, 3), (16, 128, 64, 4, 3))
+            (128, 16, 64, 4, 3), (16, 128, 64, 4, 3), (128, 16, 32, 4, 4))
 
 
 def _mm_tune(M: int, N: int, K: int) -> list[TuneConfig]:

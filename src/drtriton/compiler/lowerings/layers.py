@@ -281,8 +281,10 @@ def conv(L: Lowering, nsp: int, x, weight, bias, stride, padding, dilation, grou
     return out
 
 
-CHANNELS_LAST_MIN = 16  # input and output channels per group from which a GPU convolution
-# runs channels-last on tensor cores (tl.dot's smallest tile side)
+CHANNELS_LAST_MIN = 16  # input channels per group from which a GPU convolution runs
+# channels-last on tensor cores (tl.dot's smallest tile side)
+CHANNELS_LAST_MIN_OUT = 8  # and output channels per group: 8 to 15 pad a 16-wide tile, at most
+# 2x, where the no-dot form multiplies on FMA units (ESPCN's last 32 -> 9 convolution)
 
 
 def _channels_last(L: Lowering, x: ir.Expr, weight: ir.Expr, spec: kernels.ConvSpec) -> bool:
@@ -292,7 +294,7 @@ def _channels_last(L: Lowering, x: ir.Expr, weight: ir.Expr, spec: kernels.ConvS
     cg = x.shape[1] // spec.groups
     ocg = spec.out_shape[1] // spec.groups
     return (L.blocks.dot_precision != "ieee" and not spec.transposed
-            and min(cg, ocg) >= CHANNELS_LAST_MIN)
+            and cg >= CHANNELS_LAST_MIN and ocg >= CHANNELS_LAST_MIN_OUT)
 
 
 def _merged_taps(L: Lowering, x: ir.Expr, weight: ir.Expr, spec: kernels.ConvSpec) -> bool:
