@@ -247,3 +247,22 @@ def test_faster_than_compile_counts_the_problems_torch_compile_could_time():
     assert line["faster_than_eager"] == pytest.approx(2 / 4)
     assert line["faster_than_compile"] == pytest.approx(1 / 3)  # the uncompiled one left out
     assert line["no_compile_ratio"] == 1
+
+
+def test_modes_are_judged_in_the_plans_order(tmp_path, monkeypatch):
+    """Strict first where the plan lists it first: a hybrid convert then finds its strict
+    compile's tuning measured (one TuningCache entry per program)."""
+    import drtriton.bench.run as bench_run
+
+    plan = load_plan(_plan(tmp_path, f'device = "cpu"\n[[runs]]\nsuite = "real"\n'
+                           f'folder = "{REAL}"\nscale = "cpu"\nonly = ["llama_rmsnorm"]\n'
+                           'modes = ["strict", "hybrid"]\n'))
+    order = []
+
+    def solve(problem, config, pool, fragment_pool=None):
+        order.append(config.mode)
+        return {"status": "correct"}
+
+    monkeypatch.setattr(bench_run, "solve_problem", solve)
+    run_plan(plan, unsafe_no_sandbox=True)
+    assert order == ["strict", "hybrid"]

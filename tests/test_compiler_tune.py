@@ -39,7 +39,7 @@ def test_compile_only_leaves_no_benchmarker_of_its_own():
 
 def test_cached_choices_are_keyed_by_the_measuring_code():
     environment = tune.tuning_environment("cpu")
-    key = tune.TuningCache.program_key("src", "strict", "fp32", environment)
+    key = tune.TuningCache.program_key("src", "fp32", environment)
     changed = {**environment, "tuner": "0" * 12}
     assert environment["tuner"] != changed["tuner"]
-    assert tune.TuningCache.program_key("src", "strict", "fp32", changed) != key
+    assert tune.TuningCache.program_key("src", "fp32", changed) != key

@@ -54,13 +54,26 @@ def _first_configs(source: str) -> dict:
 def test_cache_keeps_measurements_per_program_and_environment(tmp_path):
     cache = TuningCache(tmp_path / "t.sqlite")
     env = {"device_name": "H200", "torch": "2.11", "triton": "3.6", "cuda": "13.0"}
-    key = TuningCache.program_key(LINEAR, "strict", "fp32", env)
-    assert key != TuningCache.program_key(LINEAR, "hybrid", "fp32", env)
-    assert key != TuningCache.program_key(LINEAR, "strict", "fp32", env | {"triton": "3.7"})
+    key = TuningCache.program_key(LINEAR, "fp32", env)
+    assert key != TuningCache.program_key(LINEAR, "tf32", env)
+    assert key != TuningCache.program_key(LINEAR, "fp32", env | {"triton": "3.7"})
     cache.store(key, {"tuning:abc": {"choices": {"k0": 2}}})
     again = TuningCache(tmp_path / "t.sqlite")
     assert again.load(key) == {"tuning:abc": {"choices": {"k0": 2}}}
-    assert again.load(TuningCache.program_key(LINEAR, "hybrid", "fp32", env)) == {}
+    assert again.load(TuningCache.program_key(LINEAR, "tf32", env)) == {}
+
+
+def test_a_hybrid_convert_finds_the_strict_compiles_tuning(tmp_path):
+    """Both modes of one program share an entry: a hybrid convert on a GPU compiles strict
+    too, and finds the tuning the strict convert measured (keyed by the strict candidate)."""
+    cache = TuningCache(tmp_path / "t.sqlite")
+    made = {"tuning:strict-candidate": {"choices": {"k0": 1}}}
+    strict = _FakePool([{"candidate": "S", "measurements": made}])
+    compile_sandboxed(strict, LINEAR, "strict", "cuda", tunings=cache)
+    hybrid = _FakePool([{"candidate": "H", "measurements": {}}])
+    compile_sandboxed(hybrid, LINEAR, "hybrid", "cuda", tunings=cache)
+    (arguments, _), = hybrid.calls
+    assert arguments["mode"] == "hybrid" and arguments["known"] == made
 
 
 def test_measurements_use_what_is_known_and_keep_what_was_made():
@@ -125,5 +138,5 @@ def test_convert_measures_once_then_reuses_the_measurements(tmp_path):
     assert result["tuning_cached"] is True
     third = _FakePool([{"candidate": "B", "measurements": {"tuning:def": {"choices": {}}}}])
     assert compile_sandboxed(third, LINEAR, "strict", "cuda", tunings=cache)["candidate"] == "B"
-    program = TuningCache.program_key(LINEAR, "strict", "fp32", tuning_environment())
+    program = TuningCache.program_key(LINEAR, "fp32", tuning_environment())
     assert set(cache.load(program)) == {"tuning:abc", "tuning:def"}

@@ -252,8 +252,9 @@ def run_plan(plan: Plan, on_row: Callable[[dict, int], None] | None = None,
     failed: list[str] = []
     with path.open("a") as results:
         # One pool per judge setting: its reference runs are shared by its rows, and baselines
-        # are cached on disk across settings.
-        for mode, preset in sorted({(w[2], w[3]) for w in todo}):
+        # are cached on disk across settings. Settings run in the plan's order: with strict
+        # first, a hybrid convert finds its strict compile's tuning already measured.
+        for mode, preset in dict.fromkeys((w[2], w[3]) for w in todo):
             judge = JudgeConfig(mode=mode, preset=preset, device=plan.device,
                                 timeout_s=plan.timeout_s, unsafe_no_sandbox=unsafe_no_sandbox)
             batch = [w for w in todo if (w[2], w[3]) == (mode, preset)]

@@ -84,7 +84,7 @@ def compile_sandboxed(pool, source: str, mode: str, device: str,
                  "compile_workers": workers_per_compile(pool.size) if gated else 1}
     if not gated or tunings is None:
         return pool.call(source, FUNCTION, arguments, phase="compiler capture", gated=gated)
-    program = TuningCache.program_key(source, mode, precision, tuning_environment())
+    program = TuningCache.program_key(source, precision, tuning_environment())
     known = tunings.load(program)
     result = pool.call(source, FUNCTION, arguments | {"known": known}, phase="compiler capture",
                        gated=True)

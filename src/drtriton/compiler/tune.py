@@ -334,7 +334,7 @@ class TuningCache:
     """Convert-time measurements (the config each autotuned kernel chose; hybrid against strict)
     in one SQLite file, so that converting an unchanged program again measures nothing.
 
-    An entry is keyed by the program (source, mode, precision) and the environment
+    An entry is keyed by the program (source, precision) and the environment
     (``tuning_environment``), and holds measurements keyed by ``measurement_key``. Its values
     come from a child that ran the user's program; they only choose among our own compiles of
     that same program, so a forged value can only slow that program down.
@@ -351,8 +351,10 @@ class TuningCache:
         return sqlite3.connect(self.path, timeout=30)
 
     @staticmethod
-    def program_key(source: str, mode: str, precision: str, environment: dict) -> str:
-        parts = {"source": source, "mode": mode, "precision": precision, **environment}
+    def program_key(source: str, precision: str, environment: dict) -> str:
+        """One entry per program for both modes: its measurements are keyed by the candidates
+        they measured, so a hybrid convert finds its strict compile's tuning there too."""
+        parts = {"source": source, "precision": precision, **environment}
         return hashlib.sha256(json.dumps(parts, sort_keys=True).encode()).hexdigest()
 
     def load(self, program: str) -> dict[str, dict]:
