@@ -118,7 +118,7 @@ def conv_channels_last(w: Writer, x: ir.Expr, wt: ir.Expr, spec: ConvSpec, out: 
     G = spec.groups
     ksz = tuple(wt.shape[:-2])
     cg, ocg = cin // G, oc // G
-    M, P = nb * ir.numel(tuple(outs)), ir.numel(tuple(outs))
+    M = nb * ir.numel(tuple(outs))
     w.constexprs = ["BM", "BN", "BK"]
     grouped_tile_ids(w, M, ocg)
     w.line("g = tl.program_id(2)")
@@ -139,11 +139,7 @@ def conv_channels_last(w: Writer, x: ir.Expr, wt: ir.Expr, spec: ConvSpec, out: 
         av = w.ev(x, [n0, *pos, f"g * {cg} + ck[None, :]"], "amask")
         bv = w.ev(wt, [*taps, "oc[None, :]", "ck[:, None]"], "bmask")
         accumulate_dot(w, av, bv, loaded=(True, True), operands=dot_operands(x, wt))
-    w.line(f"cmask = (rm[:, None] < {M}) & bcols")
-    n_ = f"({midx[0]})" if midx[0] != "0" else "0"
-    lin = w.tmp(f"{n_}[:, None] * {oc * P} + oc[None, :] * {P} + (rm % {P})[:, None]"
-                if midx[0] != "0" else f"oc[None, :] * {P} + (rm % {P})[:, None]", "o")
-    w.store(out, lin, "acc", "cmask", spec.out_shape)
+    _store_position_tiles(w, spec, midx, "oc", out)
     return finish_tiles(w, M, ocg, cg * ir.numel(ksz), G, loop_k=cg, flat=True)
 
 
@@ -161,7 +157,7 @@ def conv_merged_taps(w: Writer, x: ir.Expr, wt: ir.Expr, spec: ConvSpec, out: st
     _, oc, *outs = spec.out_shape
     ksz = tuple(wt.shape[:-2])  # the taps of every spatial dim but the last
     run = wt.shape[-1]  # kw * C
-    M, P = nb * ir.numel(tuple(outs)), ir.numel(tuple(outs))
+    M = nb * ir.numel(tuple(outs))
     s, p = spec.stride[-1], spec.padding[-1]
     w.constexprs = ["BM", "BN", "BK"]
     grouped_tile_ids(w, M, oc)
@@ -185,12 +181,21 @@ def conv_merged_taps(w: Writer, x: ir.Expr, wt: ir.Expr, spec: ConvSpec, out: st
         av = w.ev(x, [n0, *pos, f"{start} + ck[None, :]"], "amask")
         bv = w.ev(wt, [*taps, "rn[None, :]", "ck[:, None]"], "bmask")
         accumulate_dot(w, av, bv, loaded=(True, True), operands=dot_operands(x, wt))
-    w.line(f"cmask = (rm[:, None] < {M}) & bcols")
-    n_ = f"({midx[0]})" if midx[0] != "0" else "0"
-    lin = w.tmp(f"{n_}[:, None] * {oc * P} + rn[None, :] * {P} + (rm % {P})[:, None]"
-                if midx[0] != "0" else f"rn[None, :] * {P} + (rm % {P})[:, None]", "o")
-    w.store(out, lin, "acc", "cmask", spec.out_shape)
+    _store_position_tiles(w, spec, midx, "rn", out)
     return finish_tiles(w, M, oc, run * ir.numel(ksz), 1, loop_k=run, flat=True)
+
+
+def _store_position_tiles(w: Writer, spec: ConvSpec, midx: list[str], channel: str,
+                          out: str) -> None:
+    """Store ``acc``, a [output positions x output channels] tile (rows ``rm``, delinearized
+    as ``midx``; columns ``channel``, masked by ``bcols``), into the (N, OC, *O) output."""
+    nb, oc, *outs = spec.out_shape
+    P = ir.numel(tuple(outs))
+    w.line(f"cmask = (rm[:, None] < {nb * P}) & bcols")
+    n_ = f"({midx[0]})" if midx[0] != "0" else "0"
+    lin = w.tmp(f"{n_}[:, None] * {oc * P} + {channel}[None, :] * {P} + (rm % {P})[:, None]"
+                if midx[0] != "0" else f"{channel}[None, :] * {P} + (rm % {P})[:, None]", "o")
+    w.store(out, lin, "acc", "cmask", spec.out_shape)
 
 
 def _tap_positions(w: Writer, spec: ConvSpec, sizes: tuple, out_idx: list[str],
