@@ -410,3 +410,23 @@ def test_gpu_convolutions_over_few_channels_merge_a_window_row(body, shapes, pic
     for w, g in zip(want, got, strict=True):
         assert w.shape == g.shape
         torch.testing.assert_close(g, w, atol=1e-4, rtol=1e-4)
+
+
+@pytest.mark.parametrize(("body", "shapes"), [
+    ("return F.conv2d(a, b)", [(2, 32, 6, 5), (24, 32, 1, 1)]),  # ResNet's 1x1 projections
+    ("return F.conv2d(a, b, stride=2)", [(2, 32, 7, 6), (24, 32, 1, 1)]),
+    ("return F.conv1d(a, b)", [(2, 32, 9), (40, 32, 1)]),
+])
+def test_gpu_pointwise_convolutions_read_weights_at_aligned_offsets(body, shapes, monkeypatch):
+    """A 1x1 convolution has one tap: its weight offsets carry no tap term, whose unknown
+    divisibility would keep Triton from vectorising the operand's loads."""
+    from compiler_cases.harness import program
+
+    src = program(body, shapes)
+    candidate = compile_program(src, CompilerConfig(device="cuda"))
+    operands = _dot_operands(candidate)
+    assert operands and all("t // chunks" not in line for _, line in operands), operands
+    monkeypatch.setattr(triton, "autotune", _fixed_autotune(-1))
+    want, got = run_pair(src, candidate)
+    for w, g in zip(want, got, strict=True):
+        torch.testing.assert_close(g, w, atol=1e-4, rtol=1e-4)

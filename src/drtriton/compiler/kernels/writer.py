@@ -266,7 +266,10 @@ class Writer:
             out.append(self.tmp(code, "i"))
             if lin in self.tile_axes:
                 self.tile_axes[out[-1]] = self.tile_axes[lin]
-        self.linear[tuple(out)] = (lin, tuple(shape))
+        if any(i != "0" for i in out):  # a one-element shape's index is the literal 0: adding
+            # its linear index to an offset would hide the offset's divisibility from Triton
+            # (a 1x1 convolution's weight loads lost their vector width that way)
+            self.linear[tuple(out)] = (lin, tuple(shape))
         return out
 
     # ---- expression evaluation
