@@ -384,20 +384,42 @@ def test_gpu_row_tiles_read_their_input_without_where(body, shapes, monkeypatch)
 
 
 STEM_BODIES = [
-    # few input channels: a window row's kw * C inputs are one contiguous run per tap
-    ("return F.conv2d(a, b, stride=2, padding=3)", [(2, 3, 20, 18), (16, 3, 7, 7)]),  # ResNet
-    ("return torch.relu(F.conv2d(a, b, c, padding=1))", [(2, 4, 9, 8), (24, 4, 5, 4), (24,)]),
+    # few input channels: a window row's kw * C inputs are one contiguous run per tap, padded to
+    # the reduction step no more than C * taps is
+    ("return F.conv2d(a, b, stride=2, padding=1)", [(2, 8, 9, 10), (16, 8, 3, 4)]),
+    ("return torch.relu(F.conv2d(a, b, c, padding=(1, 3)))", [(2, 4, 9, 12), (24, 4, 2, 8), (24,)]),
     ("return F.conv1d(a, b, stride=3)", [(2, 2, 40), (16, 2, 9)]),
     ("return F.conv3d(torch.sigmoid(a), b, padding=(1, 0, 2))",
-     [(1, 2, 4, 5, 9), (16, 2, 3, 2, 8)]),
+     [(1, 2, 4, 5, 20), (16, 2, 2, 1, 16)]),
 ]
+
+IM2COL_STEM_BODIES = [
+    # rows of 21 (ResNet's 7x7 over RGB) or 48 (ViT's 16x16 patches) pad further per row than
+    # their C * taps does once
+    ("return F.conv2d(a, b, stride=2, padding=3)", [(2, 3, 20, 18), (16, 3, 7, 7)]),
+    ("return F.conv2d(a, b, stride=16)", [(2, 3, 32, 48), (24, 3, 16, 16)]),
+]
+
+
+@pytest.mark.parametrize(("body", "shapes"), IM2COL_STEM_BODIES)
+def test_gpu_stems_whose_rows_pad_more_reduce_over_all_taps_at_once(body, shapes, monkeypatch):
+    from compiler_cases.harness import program
+
+    src = program(body, shapes)
+    candidate = compile_program(src, CompilerConfig(device="cuda"))
+    assert "chunks = tl.cdiv(" not in candidate and "for k0 in range(0, " in candidate
+    monkeypatch.setattr(triton, "autotune", _fixed_autotune(-1))
+    want, got = run_pair(src, candidate)
+    for w, g in zip(want, got, strict=True):
+        torch.testing.assert_close(g, w, atol=1e-4, rtol=1e-4)
 
 
 @pytest.mark.parametrize("pick", [0, -1])
 @pytest.mark.parametrize(("body", "shapes"), STEM_BODIES)
 def test_gpu_convolutions_over_few_channels_merge_a_window_row(body, shapes, pick, monkeypatch):
-    """Under 16 input channels (an image stem) a GPU convolution reduces over each window row's
-    kw * C contiguous channels-last inputs per tap, read as plain loads (``conv_merged_taps``)."""
+    """Under 16 input channels (an image stem), where a window row pads no further than all taps
+    do, a GPU convolution reduces over each window row's kw * C contiguous channels-last inputs
+    per tap, read as plain loads (``conv_merged_taps``)."""
     from compiler_cases.harness import program
 
     src = program(body, shapes)
