@@ -96,7 +96,7 @@ def plan_block(name: str) -> str:
     table = [{k: _fmt(v) for k, v in r.items()} for r in summary(rows)]
     picture = ""
     if any(r.get("speedup_eager") for r in rows):
-        plot = plan.results_path().with_suffix(".png")
+        plot = RESULTS / "plans" / f"{name}.png"  # plans may share a results file
         _plan_plot(rows, plot)
         picture = f"\n\n![speedups]({plot.relative_to(ROOT)})"
     first = min(rows, key=lambda r: r["date"])
@@ -205,10 +205,11 @@ def main() -> None:
     blocks = {
         "README.md": [("synth", synth_block),
                       ("verdict_cost", verdict_cost_block),
+                      ("plan_real_strict", lambda: plan_block("real_strict")),
                       ("plan_gpu", lambda: plan_block("gpu")),
                       ("plan_heavy", lambda: plan_block("heavy")),
                       ("plan_cpu", lambda: plan_block("cpu"))],
-        "docs/compiler.md": [("plan_gpu_rows", lambda: plan_problems_block("gpu")),
+        "docs/compiler.md": [("plan_gpu_rows", lambda: plan_problems_block("real_strict")),
                              ("plan_heavy_rows", lambda: plan_rows_block("heavy"))],
     }
     for name, makers in blocks.items():
