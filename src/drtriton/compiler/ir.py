@@ -86,6 +86,31 @@ class Cat(Expr):
     offsets: tuple[int, ...] = field(default=())
 
 
+@dataclass(frozen=True, eq=False)
+class Take(Expr):
+    """``x`` read at positions taken from ``index`` along ``dim``: element i is ``x[i with
+    index[i] at dim]``, 0 where the index is out of range (PyTorch raises). ``index`` has this
+    node's shape; on every other dim ``x`` is at least as long. A gather (embedding rows, a
+    class picked by a target) so fuses into the kernel that reads it."""
+
+    x: Expr | None = None
+    dim: int = 0
+    index: Expr | None = None
+
+
+def children(e: Expr) -> tuple[Expr, ...]:
+    """The expressions ``e`` reads directly."""
+    if isinstance(e, Op):
+        return e.args
+    if isinstance(e, View | Reshape):
+        return (e.child,)
+    if isinstance(e, Cat):
+        return e.parts
+    if isinstance(e, Take):
+        return (e.x, e.index)
+    return ()
+
+
 # Ops whose value depends on the index itself: views cannot be pushed through them.
 INDEX_OPS = {"triu", "tril", "arange"}
 
@@ -320,14 +345,7 @@ def count_nodes(x: Expr, seen: set | None = None) -> int:
     if id(x) in seen:
         return 0
     seen.add(id(x))
-    kids: tuple = ()
-    if isinstance(x, Op):
-        kids = x.args
-    elif isinstance(x, View | Reshape):
-        kids = (x.child,)
-    elif isinstance(x, Cat):
-        kids = x.parts
-    return 1 + sum(count_nodes(k, seen) for k in kids)
+    return 1 + sum(count_nodes(k, seen) for k in children(x))
 
 
 # operators that cost a special-function evaluation (or a division) rather than one instruction
@@ -343,14 +361,8 @@ def op_cost(x: Expr, seen: set | None = None) -> int:
     if id(x) in seen:
         return 0
     seen.add(id(x))
-    own, kids = 0, ()
-    if isinstance(x, Op):
-        own, kids = (COSTLY_OP_WEIGHT if x.name in _COSTLY_OPS else 1), x.args
-    elif isinstance(x, View | Reshape):
-        kids = (x.child,)
-    elif isinstance(x, Cat):
-        kids = x.parts
-    return own + sum(op_cost(k, seen) for k in kids)
+    own = (COSTLY_OP_WEIGHT if x.name in _COSTLY_OPS else 1) if isinstance(x, Op) else 0
+    return own + sum(op_cost(k, seen) for k in children(x))
 
 
 def nodes(x: Expr) -> Iterator[Expr]:
@@ -362,12 +374,7 @@ def nodes(x: Expr) -> Iterator[Expr]:
             continue
         seen.add(id(e))
         yield e
-        if isinstance(e, Op):
-            stack.extend(e.args)
-        elif isinstance(e, View | Reshape):
-            stack.append(e.child)
-        elif isinstance(e, Cat):
-            stack.extend(e.parts)
+        stack.extend(children(e))
 
 
 def buffers_of(x: Expr, acc: dict | None = None) -> dict[str, list[Load]]:

@@ -31,7 +31,7 @@ import torch.nn.functional as F
 from drtriton.compiler import ir, kernels
 from drtriton.compiler.capture import Captured, node_line
 from drtriton.compiler.config import CompilerConfig, Unsupported, UnsupportedOperatorError
-from drtriton.compiler.reduction_plan import Reductions
+from drtriton.compiler.reduction_plan import Reductions, RowReduction
 from drtriton.compiler.tune import Tuning
 
 
@@ -43,6 +43,7 @@ class Pending:
     labels: list[str]
     epi: kernels.Epilogue | None = None
     base: str = ""  # the producer's own output name (the epilogue's hole)
+    rows: RowReduction | None = None  # a plain one-kernel reduction: what it reduces
 
 
 @dataclass
@@ -302,10 +303,12 @@ class Lowering(Reductions):
         self.params[target] = var
         return ir.Load(shape, t.dtype, var, ir.contiguous_strides(shape), 0)
 
-    def kernel(self, make, shape: ir.Shape, dtype: torch.dtype) -> ir.Load:
+    def kernel(self, make, shape: ir.Shape, dtype: torch.dtype,
+               rows: RowReduction | None = None) -> ir.Load:
         """Register a pending kernel producing a new contiguous buffer; return its load."""
         buf = self.new_buf()
-        self.pending[buf] = Pending(make, tuple(shape), dtype, list(self.cur_labels), None, buf)
+        self.pending[buf] = Pending(make, tuple(shape), dtype, list(self.cur_labels), None, buf,
+                                    rows)
         self.shapes[buf] = (tuple(shape), dtype)
         return ir.Load(tuple(shape), dtype, buf, ir.contiguous_strides(tuple(shape)), 0)
 
@@ -406,7 +409,50 @@ class Lowering(Reductions):
                 self.pending[new] = Pending(p.make, e.shape, e.dtype, labels,
                                             kernels.Epilogue(e, p.base), p.base)
                 return ir.Load(e.shape, e.dtype, new, ir.contiguous_strides(e.shape), 0)
+        for buf in ir.buffers_of(e):
+            if self._spreads(e, buf):
+                return self._spread(e, buf)
         return self.kernel(lambda w, out, e=e: kernels.pointwise(w, e, out), e.shape, e.dtype)
+
+    def _spreads(self, e: ir.Expr, buf: str) -> bool:
+        """Whether ``e`` can be stored by the pending reduction writing ``buf`` instead of its
+        result: ``e`` has the reduced tensor's shape, reads ``buf`` only broadcast along the
+        reduced dims (through pointwise ops, at the row being reduced) and nothing else needs
+        the result."""
+        p = self.pending.get(buf)
+        if p is None or p.rows is None or p.epi is not None or e.shape != p.rows.x.shape:
+            return False
+        kept = [d for d in range(len(e.shape)) if d not in p.rows.dims]
+        row_strides = dict(zip(kept, ir.contiguous_strides(tuple(e.shape[d] for d in kept)),
+                               strict=True))
+        ok = True
+
+        def walk(x: ir.Expr, direct: bool) -> None:
+            nonlocal ok
+            if isinstance(x, ir.Load):
+                if x.buf == buf and not (direct and x.offset == 0 and all(
+                        n == 1 or s == row_strides.get(d, 0)
+                        for d, (s, n) in enumerate(zip(x.strides, x.shape, strict=True)))):
+                    ok = False
+            elif isinstance(x, ir.Op):
+                for a in x.args:
+                    walk(a, direct and x.name not in ir.INDEX_OPS)
+            else:
+                for child in ir.children(x):
+                    walk(child, False)
+
+        walk(e, True)
+        return ok and not self._live_elsewhere(buf, e)
+
+    def _spread(self, e: ir.Expr, buf: str) -> ir.Load:
+        """The pending reduction writing ``buf`` stores ``e`` instead (see ``_spreads``)."""
+        p = self.pending.pop(buf)
+        new = self.new_buf()
+        self.shapes[new] = (e.shape, e.dtype)
+        labels = p.labels + [x for x in self.cur_labels if x not in p.labels]
+        make = p.rows.make(kernels.Epilogue(e, buf))
+        self.pending[new] = Pending(make, e.shape, e.dtype, labels, None, new)
+        return ir.Load(e.shape, e.dtype, new, ir.contiguous_strides(e.shape), 0)
 
     def joins_pending(self, e: ir.Expr) -> bool:
         """Whether ``materialize(e)`` would add ``e`` to a pending kernel's epilogue (no pass of
@@ -430,11 +476,9 @@ class Lowering(Reductions):
             elif isinstance(x, ir.Op):
                 for a in x.args:
                     walk(a, direct and x.name not in ir.INDEX_OPS)
-            elif isinstance(x, ir.View | ir.Reshape):
-                walk(x.child, False)
-            elif isinstance(x, ir.Cat):
-                for part in x.parts:
-                    walk(part, False)
+            else:  # views, concatenations, gathers read their children elsewhere
+                for child in ir.children(x):
+                    walk(child, False)
 
         walk(e, True)
         return ok
@@ -617,20 +661,7 @@ def _is_view(node: fx.Node) -> bool:
 
 
 def _reachable(e: ir.Expr) -> set[int]:
-    seen: set[int] = set()
-    stack = [e]
-    while stack:
-        x = stack.pop()
-        if id(x) in seen:
-            continue
-        seen.add(id(x))
-        if isinstance(x, ir.Op):
-            stack.extend(x.args)
-        elif isinstance(x, ir.View | ir.Reshape):
-            stack.append(x.child)
-        elif isinstance(x, ir.Cat):
-            stack.extend(x.parts)
-    return seen
+    return {id(x) for x in ir.nodes(e)}
 
 
 def _flat(args, kwargs, deep: bool = False):

@@ -10,6 +10,8 @@ it uses.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import torch
 
 from drtriton.compiler import ir, kernels
@@ -30,6 +32,23 @@ ROW_SPLIT_CHUNK = 4096
 _IDENTITY = {"sum": 0.0, "amax": float("-inf"), "amin": float("inf")}
 
 
+@dataclass(frozen=True)
+class RowReduction:
+    """What a pending one-kernel reduction reduces: ``kernels.rowwise``'s arguments, kept so an
+    elementwise consumer of its broadcast result can join it (``Lowering.materialize``)."""
+
+    kind: str
+    x: ir.Expr
+    dims: tuple[int, ...]
+    kw: tuple[tuple[str, object], ...] = ()
+
+    def make(self, spread: kernels.Epilogue | None = None):
+        """The kernel template call, storing ``spread`` instead of the result where given."""
+        kw = dict(self.kw)
+        return lambda w, o: kernels.rowwise(w, self.kind, self.x, self.dims, o, spread=spread,
+                                            **kw)
+
+
 class Reductions:
     """The reduction planner half of ``Lowering`` (see the module docstring)."""
 
@@ -47,7 +66,7 @@ class Reductions:
         kept = tuple(s for d, s in enumerate(x.shape) if d not in dims)
         dtype = torch.int64 if kind in ("argmax", "argmin") else (
             x.dtype if ir.is_float(x.dtype) else torch.float32)
-        if kind in ("sum", "amax", "amin") and not ir.is_float(x.dtype):
+        if kind in ("sum", "amax", "amin", "logsumexp") and not ir.is_float(x.dtype):
             raise Unsupported(f"{kind} of {x.dtype}")
         self.flush_expr(x)
         chunks = self._row_split(kind, x.shape, dims)
@@ -61,12 +80,29 @@ class Reductions:
         if split:
             out = self._split_reduce(kind, x, dims[0], split, kept, dtype)
         else:
-            out = self.kernel(
-                lambda w, o, x=x, dims=dims: kernels.rowwise(w, kind, x, dims, o, **kw), kept, dtype
-            )
+            rows = RowReduction(kind, x, dims, tuple(sorted(kw.items())))
+            out = self.kernel(rows.make(), kept, dtype, rows)
         if keepdim:
             return ir.reshape(out, tuple(1 if d in dims else s for d, s in enumerate(x.shape)))
         return out
+
+    def logsumexp(self, x: ir.Expr, dims, keepdim: bool = False) -> ir.Expr:
+        """log(sum(exp(x))) over ``dims``: one online pass, or, where a GPU reduction of this
+        shape splits (few long rows, or a column reduction with few kept elements), amax then
+        a sum of exponentials relative to it, both splittable."""
+        x = self.t(x)
+        if not x.shape:
+            return self.reduce("logsumexp", x, None, keepdim)
+        rank = len(x.shape)
+        dims = tuple(sorted({d % rank for d in ((dims,) if isinstance(dims, int) else dims)}))
+        if not (self._row_split("sum", x.shape, dims) or self._split_factor("sum", x.shape, dims)):
+            return self.reduce("logsumexp", x, dims, keepdim)
+        top = self.reduce("amax", x, dims, True)
+        total = self.reduce("sum", ir.op("exp", ir.op("sub", x, top)), dims, True)
+        out = ir.op("add", ir.op("log", total), top)
+        if keepdim:
+            return out
+        return ir.reshape(out, tuple(s for d, s in enumerate(x.shape) if d not in dims))
 
     def _split_factor(self, kind: str, shape: ir.Shape, dims: tuple[int, ...]) -> int:
         """How many chunks a GPU column reduction splits its reduced dim into (0: none).

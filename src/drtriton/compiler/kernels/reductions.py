@@ -8,7 +8,14 @@ from dataclasses import dataclass, field
 import torch
 
 from drtriton.compiler import ir
-from drtriton.compiler.kernels.writer import TL_DTYPES, Kernel, Writer, finish_1d, next_pow2
+from drtriton.compiler.kernels.writer import (
+    TL_DTYPES,
+    Epilogue,
+    Kernel,
+    Writer,
+    finish_1d,
+    next_pow2,
+)
 
 COLUMN_BR = 64  # reduced elements per loop step of a column reduction (GPU)
 
@@ -210,6 +217,13 @@ def _log_softmax(r: _Rows) -> Callable[[str], str]:
     return lambda v: f"{v} - {mx}[:, None] - tl.log({den}[:, None])"
 
 
+def _logsumexp(r: _Rows) -> str:
+    """One online pass (running maximum, rescaled sum), where amax then a sum of exponentials
+    reads each row twice."""
+    mx, den = _softmax_stats(r)
+    return r.w.tmp(f"{mx} + tl.log({den})", "r")
+
+
 def _normalize(r: _Rows) -> Callable[[str], str]:
     mean, acc2 = _squared_deviations(r)
     rstd = r.w.tmp(f"1.0 / tl.sqrt({acc2} / {r.R} + {r.eps})", "rstd")
@@ -219,7 +233,7 @@ def _normalize(r: _Rows) -> Callable[[str], str]:
 REDUCERS: dict[str, Reducer] = {
     "sum": _sum, "mean": _mean, "norm2": _norm2, "var": _var,
     "amax": _extreme("max"), "amin": _extreme("min"),
-    "argmax": _arg_extreme("max"), "argmin": _arg_extreme("min"),
+    "argmax": _arg_extreme("max"), "argmin": _arg_extreme("min"), "logsumexp": _logsumexp,
 }
 NORMALISERS: dict[str, Normaliser] = {
     "softmax": _softmax, "log_softmax": _log_softmax, "normalize": _normalize,
@@ -228,13 +242,22 @@ ROW_KINDS = set(REDUCERS) | set(NORMALISERS)
 
 
 def rowwise(w: Writer, kind: str, x: ir.Expr, dims: tuple[int, ...], out: str,
-            correction: int = 1, eps: float = 1e-5) -> Kernel:
-    """Reduce ``x`` over ``dims`` (any set), or normalise over them (softmax, norms)."""
+            correction: int = 1, eps: float = 1e-5, spread: Epilogue | None = None) -> Kernel:
+    """Reduce ``x`` over ``dims`` (any set), or normalise over them (softmax, norms).
+
+    ``spread``: an elementwise consumer of x's shape that reads the reduction's result
+    (``spread.hole``) only broadcast along ``dims``, stored instead of the result by a last
+    pass over each row (a hand-written RMSNorm's ``x * rsqrt(mean(x * x) + eps)``): the row
+    is read once more from the kernel's own tile, or from cache, not by a kernel of its own."""
     if kind not in ROW_KINDS:
         raise KeyError(kind)
     r = _Rows(w, x, dims, correction, eps)
     if kind in NORMALISERS:
         _store_normalised(r, out, NORMALISERS[kind](r))
+    elif spread is not None:
+        res = REDUCERS[kind](r)
+        _store_rows(r, out, spread.expr.shape, lambda v, idx: w.ev(
+            spread.expr, idx, "mask", {spread.hole: f"{res}[:, None]"}))
     else:
         res = REDUCERS[kind](r)
         w.line(f"rmask = rows < {r.M}")
@@ -245,11 +268,18 @@ def rowwise(w: Writer, kind: str, x: ir.Expr, dims: tuple[int, ...], out: str,
 
 def _store_normalised(r: _Rows, out: str, element: Callable[[str], str]) -> None:
     """A last pass over each row storing ``element`` of each chunk, in the input's shape."""
-    w, shape = r.w, r.x.shape
+    _store_rows(r, out, r.x.shape, lambda v, _: element(v))
+
+
+def _store_rows(r: _Rows, out: str, shape: ir.Shape,
+                element: Callable[[str, list], str]) -> None:
+    """A last pass over each row storing ``element(chunk, index)`` over x's index, as a
+    contiguous tensor of ``shape`` (x's extents)."""
+    w = r.w
     strides = ir.contiguous_strides(shape)
     with w.block(r.loop):
         v, idx = r.chunk()
-        y = w.tmp(element(v), "y")
+        y = w.tmp(element(v, idx), "y")
         terms = [f"{i} * {s}" for i, s, n in zip(idx, strides, shape, strict=True)
                  if n != 1 and i != "0"]
         lin = w.tmp(" + ".join(terms) if terms else "rm * 0 + rr * 0", "o")

@@ -359,7 +359,18 @@ class Writer:
                     val if result is None else self.tmp(f"tl.where({cond}, {val}, {result})", "v")
                 )
             return result
+        if isinstance(e, ir.Take):
+            return self._take(e, idx, mask, subst)
         raise TypeError(f"cannot evaluate {type(e).__name__}")
+
+    def _take(self, e: ir.Take, idx: list[str], mask: str, subst: dict) -> str:
+        """Read the index, then ``x`` there; lanes whose index is out of range read nothing."""
+        pos = self.ev(e.index, idx, mask, subst)
+        inside = self.tmp(f"{mask} & ({pos} >= 0) & ({pos} < {e.x.shape[e.dim]})", "m")
+        src = list(idx)
+        src[e.dim] = pos
+        picked = self.ev(e.x, src, inside, subst)
+        return f"tl.where({inside}, {picked}, 0)"
 
     def _contiguous_linear(self, e: ir.Load, idx: list[str]) -> str | None:
         """The linear variable ``idx`` was delinearized from, when ``e`` reads exactly that

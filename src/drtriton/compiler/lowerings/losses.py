@@ -49,11 +49,9 @@ def _no_weight(weight) -> None:
 
 
 def _logsumexp_keep(L: Lowering, x: ir.Expr, dim: int) -> ir.Expr:
-    """log(sum(exp(x))) over ``dim`` with the max subtracted, kept as a size-1 dim; the log and
-    the add fuse into the sum's kernel, so the result is a buffer."""
-    top = L.reduce("amax", x, dim, True)
-    total = L.reduce("sum", ir.op("exp", ir.op("sub", x, top)), dim, True)
-    return L.materialize(ir.op("add", ir.op("log", total), top))
+    """log(sum(exp(x))) over ``dim``, kept as a size-1 dim, as a buffer (read by several
+    kernels)."""
+    return L.materialize(L.logsumexp(x, dim, True))
 
 
 # ------------------------------------------------------------------ cross entropy and NLL

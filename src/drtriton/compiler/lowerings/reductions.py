@@ -162,14 +162,7 @@ def _cosine_similarity(L, x1, x2, dim=1, eps=1e-8):
 @fn(torch.logsumexp)
 @method("logsumexp")
 def _logsumexp(L, x, dim, keepdim=False):
-    x = _f(L.t(x))
-    m = L.reduce("amax", x, dim, True)
-    s = L.reduce("sum", ir.op("exp", ir.op("sub", x, m)), dim, True)
-    out = ir.op("add", ir.op("log", s), m)
-    if not keepdim:
-        dims = {d % len(x.shape) for d in ((dim,) if isinstance(dim, int) else dim)}
-        out = ir.reshape(out, tuple(s for d, s in enumerate(x.shape) if d not in dims))
-    return out
+    return L.logsumexp(_f(L.t(x)), dim, keepdim)
 
 
 @fn(torch.softmax, F.softmax, torch.special.softmax)

@@ -9,7 +9,6 @@ import torch
 import torch.nn.functional as F
 
 from drtriton.compiler import ir
-from drtriton.compiler.kernels.gather import take_kernel
 from drtriton.compiler.lower import Unsupported
 from drtriton.compiler.lowerings.registry import fn, method
 
@@ -466,7 +465,7 @@ def dense(L, v) -> ir.Expr:
 
 def take(L, x: ir.Expr, dim: int, index: ir.Expr) -> ir.Expr:
     """``out[i] = x[i with index[i] at dim]`` over index's shape (rank of x, and on every other
-    dim at most x's extent): one kernel, one lane per output element."""
+    dim at most x's extent): an expression, so the gather fuses into whatever reads it."""
     x, index = dense(L, x), dense(L, index)
     rank = len(x.shape)
     if rank == 0 or len(index.shape) != rank:
@@ -476,8 +475,7 @@ def take(L, x: ir.Expr, dim: int, index: ir.Expr) -> ir.Expr:
     d = dim % rank
     if any(index.shape[k] > x.shape[k] for k in range(rank) if k != d):
         raise Unsupported(f"index shape {index.shape} exceeds input {x.shape}")
-    L.flush_expr(x, index)  # read by the kernel: no later epilogue may take over their buffers
-    return L.kernel(lambda w, o: take_kernel(w, x, d, index, o), index.shape, x.dtype)
+    return ir.Take(index.shape, x.dtype, x, d, index)
 
 
 @fn(torch.gather)
