@@ -6,6 +6,9 @@
 * A gather (an embedding, a class picked by a target) is an expression: it fuses into the
   kernel that reads it instead of being written out first.
 * ``logsumexp`` (and cross entropy's) is one online pass over each row.
+* A reduction reading a softmax or log_softmax whole reads the softmax's input through each
+  row's (maximum, sum of exponentials): the normalised tensor is never written (a KL
+  distillation loss, an entropy).
 
 Each case runs on the CPU and as CUDA emission in the interpreter, and counts its kernels: the
 counts before these fusions were RMS 2, SOFTMAX 4, LAYERNORM 3, COLUMN 2, LSE 4, EMBED 3, CE 6.
@@ -39,6 +42,13 @@ LSE = program("return torch.logsumexp(a, dim=1) + torch.logsumexp(a, dim=(0, 2))
 KEPT = program("m = a.sum(1, keepdim=True)\nreturn a - m, m", [(5, 24)])
 # read at another row than the one reduced: not a broadcast of the row's own result
 FLIPPED = program("m = a.mean(-1, keepdim=True)\nreturn a * m.flip(1)", [(2, 6, 16)])
+KL = program("s = F.log_softmax(a / 2.0, dim=-1)\np = F.softmax(b.view(-1, 40) / 2.0, dim=-1)\n"
+             "return F.kl_div(s.view(-1, 40), p, reduction='batchmean') * 4.0",
+             [(2, 3, 40), (2, 3, 40)])
+ENTROPY = program("p = torch.softmax(a, dim=1)\nreturn -(p * torch.log(p + 1e-9)).sum(1)",
+                  [(5, 30, 3)])
+# the softmax is an output too: it is written once, and the sum reads it
+SOFTMAX_KEPT = program("p = torch.softmax(a, dim=-1)\nreturn p.sum(), p", [(5, 30)])
 CE = program("return F.cross_entropy(a, self.t, label_smoothing=0.1)", [(12, 30)],
              init="self.register_buffer('t', torch.randint(0, 30, (12,)))")
 EMBED = '''
@@ -70,8 +80,11 @@ def get_init_inputs():
 CASES = {  # program, kernels
     "rms": (RMS, 1), "softmax": (SOFTMAX, 2), "layernorm": (LAYERNORM, 2),
     "column": (COLUMN, 1), "lse": (LSE, 2), "kept": (KEPT, 2), "flipped": (FLIPPED, 2),
-    "ce": (CE, 4), "embed": (EMBED, 1),
+    "ce": (CE, 4), "embed": (EMBED, 1), "kl": (KL, 3), "entropy": (ENTROPY, 2),
+    "softmax_kept": (SOFTMAX_KEPT, 2),
 }
+# programs whose softmax a reduction reads unfolded: the shape the softmax would be written at
+UNFOLDED = {"kl": "(2, 3, 40)", "entropy": "(5, 30, 3)"}
 
 
 def _fixed_autotune(configs, key, **kw):
@@ -99,6 +112,16 @@ def test_reductions_and_gathers_fuse_with_their_readers(name, device, monkeypatc
     for w, g in zip(want, got, strict=True):
         assert w.shape == g.shape and w.dtype == g.dtype
         torch.testing.assert_close(g, w, atol=1e-4, rtol=1e-4)
+
+
+@pytest.mark.parametrize("device", ["cpu", "cuda"])
+def test_a_reduction_of_a_softmax_never_writes_the_softmax(device):
+    for name, shape in UNFOLDED.items():
+        candidate = compile_program(CASES[name][0], CompilerConfig(device=device))
+        assert f"torch.empty({shape}" not in candidate, candidate
+        assert "rows * 2 + 1" in candidate  # its rows' statistics, stored interleaved
+    kept = compile_program(SOFTMAX_KEPT, CompilerConfig(device=device))
+    assert "torch.empty((5, 30)" in kept
 
 
 def test_a_fused_gather_reads_nothing_for_an_index_out_of_range():

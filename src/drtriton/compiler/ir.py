@@ -386,6 +386,25 @@ def buffers_of(x: Expr, acc: dict | None = None) -> dict[str, list[Load]]:
     return acc
 
 
+def substitute(e: Expr, buf: str, inner: Expr) -> Expr:
+    """Replace direct identity loads of ``buf`` in ``e`` by ``inner`` (same linear order)."""
+    memo: dict[int, Expr] = {}
+
+    def rec(x: Expr) -> Expr:
+        if id(x) in memo:
+            return memo[id(x)]
+        if isinstance(x, Load) and x.buf == buf:
+            out = reshape(inner, x.shape)
+        elif isinstance(x, Op):
+            out = Op(x.shape, x.dtype, x.name, tuple(rec(a) for a in x.args), x.params)
+        else:
+            out = x
+        memo[id(x)] = out
+        return out
+
+    return rec(e)
+
+
 def is_cheap(x: Expr) -> bool:
     """A load (through views) or a constant: re-reading it costs no compute."""
     return isinstance(x, Load | Const)

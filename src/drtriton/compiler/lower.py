@@ -44,6 +44,8 @@ class Pending:
     epi: kernels.Epilogue | None = None
     base: str = ""  # the producer's own output name (the epilogue's hole)
     rows: RowReduction | None = None  # a plain one-kernel reduction: what it reduces
+    full: RowReduction | None = None  # a one-kernel softmax or log_softmax: what it normalises
+    unfolded: ir.Expr | None = None  # ``full`` as an expression over its rows' statistics
 
 
 @dataclass
@@ -304,11 +306,11 @@ class Lowering(Reductions):
         return ir.Load(shape, t.dtype, var, ir.contiguous_strides(shape), 0)
 
     def kernel(self, make, shape: ir.Shape, dtype: torch.dtype,
-               rows: RowReduction | None = None) -> ir.Load:
+               rows: RowReduction | None = None, full: RowReduction | None = None) -> ir.Load:
         """Register a pending kernel producing a new contiguous buffer; return its load."""
         buf = self.new_buf()
         self.pending[buf] = Pending(make, tuple(shape), dtype, list(self.cur_labels), None, buf,
-                                    rows)
+                                    rows, full)
         self.shapes[buf] = (tuple(shape), dtype)
         return ir.Load(tuple(shape), dtype, buf, ir.contiguous_strides(tuple(shape)), 0)
 
@@ -402,7 +404,7 @@ class Lowering(Reductions):
                 p = self.pending.pop(buf)
                 if p.epi is not None:  # compose: e reads buf, which is p.epi applied to the hole
                     inner = p.epi.expr
-                    e = _substitute(e, buf, inner)
+                    e = ir.substitute(e, buf, inner)
                 new = self.new_buf()
                 self.shapes[new] = (e.shape, e.dtype)
                 labels = p.labels + [x for x in self.cur_labels if x not in p.labels]
@@ -681,25 +683,6 @@ def _flat(args, kwargs, deep: bool = False):
     rec(args)
     rec(kwargs)
     return out
-
-
-def _substitute(e: ir.Expr, buf: str, inner: ir.Expr) -> ir.Expr:
-    """Replace direct identity loads of ``buf`` in ``e`` by ``inner`` (same linear order)."""
-    memo: dict[int, ir.Expr] = {}
-
-    def rec(x: ir.Expr) -> ir.Expr:
-        if id(x) in memo:
-            return memo[id(x)]
-        if isinstance(x, ir.Load) and x.buf == buf:
-            out = ir.reshape(inner, x.shape)
-        elif isinstance(x, ir.Op):
-            out = ir.Op(x.shape, x.dtype, x.name, tuple(rec(a) for a in x.args), x.params)
-        else:
-            out = x
-        memo[id(x)] = out
-        return out
-
-    return rec(e)
 
 
 PY_OPS = {operator.add, operator.sub, operator.mul, operator.truediv, operator.floordiv,

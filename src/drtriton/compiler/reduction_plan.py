@@ -29,6 +29,7 @@ ROW_SPLIT_MAX_ROWS = 256
 ROW_SPLIT_MIN_LEN = 1 << 16
 ROW_SPLIT_PROGRAMS = 1024
 ROW_SPLIT_CHUNK = 4096
+UNFOLDABLE = ("softmax", "log_softmax")  # rowfull kinds a reduction may read unfolded
 _IDENTITY = {"sum": 0.0, "amax": float("-inf"), "amin": float("inf")}
 
 
@@ -68,6 +69,7 @@ class Reductions:
             x.dtype if ir.is_float(x.dtype) else torch.float32)
         if kind in ("sum", "amax", "amin", "logsumexp") and not ir.is_float(x.dtype):
             raise Unsupported(f"{kind} of {x.dtype}")
+        x = self._unfold_normalised(x)
         self.flush_expr(x)
         chunks = self._row_split(kind, x.shape, dims)
         if chunks:
@@ -201,9 +203,49 @@ class Reductions:
         if self._row_split("sum", x.shape, dims):
             return self._rowfull_split(kind, x, dims, **kw)
         self.flush_expr(x)
+        lazy = kind in UNFOLDABLE and x.dtype == torch.float32 and not kw
         return self.kernel(
-            lambda w, o, x=x: kernels.rowwise(w, kind, x, dims, o, **kw), x.shape, x.dtype
-        )
+            lambda w, o, x=x: kernels.rowwise(w, kind, x, dims, o, **kw), x.shape, x.dtype,
+            full=RowReduction(kind, x, dims) if lazy else None)
+
+    def _unfold_normalised(self, x: ir.Expr) -> ir.Expr:
+        """A reduction reading a pending softmax or log_softmax whole (and nothing else needs
+        it) reads the softmax's input instead, through each row's maximum and sum of
+        exponentials: one online pass of their own, and the normalised tensor is never written
+        and read back (a distillation loss's KL term read 10 tensor-sized passes, now 4)."""
+        for buf in list(ir.buffers_of(x)):
+            p = self.pending.get(buf)
+            if p is None or p.full is None or p.epi is not None:
+                continue
+            if not self._fusable(x, buf) or self._live_elsewhere(buf, x):
+                continue
+            # the softmax stays pending: a later read in this node (topk's next arg-reduction)
+            # still finds it, and one that nothing reads is never emitted; its statistics are
+            # computed once for all the reductions that unfold it
+            if p.unfolded is None:
+                p.unfolded = self._normalised(p.full, p.labels)
+            x = ir.substitute(x, buf, p.unfolded)
+        return x
+
+    def _normalised(self, full: RowReduction, labels: list[str]) -> ir.Expr:
+        """``full``'s softmax or log_softmax as an expression over its input and a pending
+        kernel of its rows' (maximum, sum of exponentials), computed as the one-kernel form
+        computes them, so the values are the same."""
+        x, dims = full.x, full.dims
+        kept = [d for d in range(len(x.shape)) if d not in dims]
+        kshape = tuple(x.shape[d] for d in kept)
+        stats = self.kernel(
+            lambda w, o: kernels.rowwise(w, "softmax_stats", x, dims, o), kshape + (2,),
+            torch.float32)
+        self.pending[stats.buf].labels = list(labels)
+        strides = [0] * len(x.shape)
+        for d, s in zip(kept, ir.contiguous_strides(kshape), strict=True):
+            strides[d] = 2 * s
+        top, den = (ir.Load(x.shape, torch.float32, stats.buf, tuple(strides), k) for k in (0, 1))
+        shifted = ir.op("sub", x, top)
+        if full.kind == "softmax":
+            return ir.op("div", ir.op("exp", shifted), den)
+        return ir.op("sub", shifted, ir.op("log", den))
 
     def _rowfull_split(self, kind: str, x: ir.Expr, dims: tuple[int, ...], eps: float = 1e-5,
                        **_) -> ir.Expr:

@@ -238,7 +238,7 @@ REDUCERS: dict[str, Reducer] = {
 NORMALISERS: dict[str, Normaliser] = {
     "softmax": _softmax, "log_softmax": _log_softmax, "normalize": _normalize,
 }
-ROW_KINDS = set(REDUCERS) | set(NORMALISERS)
+ROW_KINDS = set(REDUCERS) | set(NORMALISERS) | {"softmax_stats"}
 
 
 def rowwise(w: Writer, kind: str, x: ir.Expr, dims: tuple[int, ...], out: str,
@@ -254,6 +254,10 @@ def rowwise(w: Writer, kind: str, x: ir.Expr, dims: tuple[int, ...], out: str,
     r = _Rows(w, x, dims, correction, eps)
     if kind in NORMALISERS:
         _store_normalised(r, out, NORMALISERS[kind](r))
+    elif kind == "softmax_stats":  # (maximum, sum of exponentials) of each row, interleaved
+        w.line(f"rmask = rows < {r.M}")
+        for k, stat in enumerate(_softmax_stats(r)):
+            w.store(out, f"rows * 2 + {k}", stat, "rmask", r.kshape + (2,))
     elif spread is not None:
         res = REDUCERS[kind](r)
         _store_rows(r, out, spread.expr.shape, lambda v, idx: w.ev(
