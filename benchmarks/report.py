@@ -208,9 +208,12 @@ def main() -> None:
                       ("plan_real_strict", lambda: plan_block("real_strict")),
                       ("plan_gpu", lambda: plan_block("gpu")),
                       ("plan_heavy", lambda: plan_block("heavy")),
+                      ("plan_real_tf32", lambda: plan_block("real_tf32")),
+                      ("plan_heavy_tf32", lambda: plan_block("heavy_tf32")),
                       ("plan_cpu", lambda: plan_block("cpu"))],
         "docs/compiler.md": [("plan_gpu_rows", lambda: plan_problems_block("real_strict")),
-                             ("plan_heavy_rows", lambda: plan_rows_block("heavy"))],
+                             ("plan_heavy_rows", lambda: plan_rows_block("heavy")),
+                             ("plan_heavy_tf32_rows", lambda: plan_rows_block("heavy_tf32"))],
     }
     for name, makers in blocks.items():
         path = ROOT / name
