@@ -91,3 +91,33 @@ def test_an_output_out_of_tolerance_says_which_side_the_oracle_is_on():
     cmp = compare_outputs((e,), [wrong], JudgeConfig(device="cpu"), residuals=(residual,))
     assert not cmp.ok and "max_abs_err" in cmp.reason and "float64 oracle" in cmp.reason
     assert cmp.oracle_err > 1e-2 and cmp.reference_oracle_err < 1e-6
+
+
+def _truncate(x: torch.Tensor, drop: int) -> torch.Tensor:
+    return (x.view(torch.int32) & ~((1 << drop) - 1)).view(torch.float32)
+
+
+@pytest.mark.parametrize("m, k, n", [(256, 1024, 256), (128, 4096, 128), (64, 8192, 64)])
+def test_tf32_judges_against_the_oracle_where_its_reference_is_approximate(m, k, n):
+    """Against a TF32 reference (inputs rounded to TF32, as cuBLAS does), exact fp32 and a dot
+    that truncates to TF32 are out of atol of the reference, yet pass under ``tf32`` (within
+    the oracle's slack); bf16-rounded inputs and a few wrong elements do not."""
+    torch.manual_seed(0)
+    a, b = torch.randn(m, k), torch.randn(k, n)
+    oracle = a.double() @ b.double()
+    ref = _round(a, 13) @ _round(b, 13)
+    residual = (oracle - ref.double()).float()
+    wrong = a @ b
+    wrong[0, :4] += 2.0
+
+    def ok(candidate: torch.Tensor, preset: str) -> bool:
+        config = JudgeConfig(device="cpu", preset=preset)
+        return compare_outputs((ref,), [candidate], config, residuals=(residual,)).ok
+
+    for tf32_like in (a @ b, _truncate(a, 13) @ _truncate(b, 13)):
+        assert not ok(tf32_like, "kernelbench-v0.1")  # the same tolerance, no slack
+        assert ok(tf32_like, "tf32")
+    assert not ok(_round(a, 16) @ _round(b, 16), "tf32")  # bf16: fails parity
+    cmp = compare_outputs((ref,), [wrong], JudgeConfig(device="cpu", preset="tf32"),
+                          residuals=(residual,))
+    assert not cmp.ok and "float64 oracle" in cmp.reason
