@@ -267,6 +267,45 @@ def test_the_tf32_precision_emits_one_tf32_product_and_fp32_stays_3xtf32():
         CompilerConfig(precision="bf16")
 
 
+def _tf32_round(x: torch.Tensor) -> torch.Tensor:
+    bits = x.view(torch.int32)
+    return ((bits + (1 << 12)) & ~((1 << 13) - 1)).view(torch.float32)
+
+
+@pytest.mark.parametrize("body, shapes", [
+    ("return torch.matmul(a, b)", [(40, 96), (96, 36)]),
+    ("return F.scaled_dot_product_attention(a, b, c)", [(2, 24, 16), (2, 40, 16), (2, 40, 16)]),
+])
+def test_one_tf32_product_rounds_its_operands_to_nearest(body, shapes, monkeypatch):
+    """Under ``tf32`` each dot's fp32 operands are rounded to the nearest TF32 first, as cuBLAS
+    does (tensor cores would truncate them): the interpreter, which multiplies in fp32, then
+    gives the product of the rounded operands."""
+    import types
+
+    from compiler_cases.harness import program
+
+    src = program(body, shapes)
+    candidate = compile_program(src, CompilerConfig(device="cuda", precision="tf32"))
+    assert "_tf32_round(" in candidate
+    monkeypatch.setattr(triton, "autotune", _fixed_autotune(0))
+    module = types.ModuleType("candidate")
+    exec(compile(candidate, "<candidate>", "exec"), module.__dict__)
+    torch.manual_seed(0)
+    inputs = [torch.randn(s) for s in shapes]
+    got = module.ModelNew()(*inputs)
+    if len(shapes) == 2:
+        want = _tf32_round(inputs[0]) @ _tf32_round(inputs[1])
+        torch.testing.assert_close(got, want, atol=1e-5, rtol=1e-5)
+    exact = _reference_model(src)(*inputs)
+    assert (got - exact).abs().max() > 1e-4  # the rounding shows: it is not an fp32 product
+
+
+def _reference_model(src: str) -> torch.nn.Module:
+    from drtriton.program import load_program
+
+    return load_program(src, "reference").Model()
+
+
 def test_a_hybrid_gpu_compile_keeps_the_faster_of_hybrid_and_strict(monkeypatch):
     """On CUDA the hybrid compile is timed against the strict one (``tune.time_candidates``, a
     GPU measurement, faked here) and the faster is kept, with both times recorded."""

@@ -10,7 +10,15 @@ from __future__ import annotations
 import torch
 
 from drtriton.compiler import ir
-from drtriton.compiler.kernels.writer import HALF, TL_DTYPES, Kernel, Writer, next_pow2, tune_config
+from drtriton.compiler.kernels.writer import (
+    HALF,
+    TL_DTYPES,
+    Kernel,
+    Writer,
+    fp32_dot,
+    next_pow2,
+    tune_config,
+)
 
 MAX_HEAD_DIM = 256  # q, k and v rows held in registers per program
 MAX_BATCH = 65535  # grid axis 1 (CUDA's limit)
@@ -39,8 +47,9 @@ def _operand(w: Writer, e: ir.Expr, idx: list[str], mask: str, dtype: torch.dtyp
 
 
 def _dot(w: Writer, a: str, b: str, dtype: torch.dtype) -> str:
-    precision = "" if dtype in HALF else f', input_precision="{w.blocks.dot_precision}"'
-    return f"tl.dot({a}, {b}{precision})"
+    if dtype in HALF:
+        return f"tl.dot({a}, {b})"
+    return fp32_dot(a, b, w.blocks.dot_precision, w.helpers)
 
 
 def attention(w: Writer, q: ir.Expr, k: ir.Expr, v: ir.Expr, mask: ir.Expr | None,

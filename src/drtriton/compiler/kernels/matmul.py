@@ -16,6 +16,7 @@ from drtriton.compiler.kernels.writer import (
     TuneConfig,
     Writer,
     finish_1d,
+    fp32_dot,
     next_pow2,
     tune_config,
 )
@@ -131,7 +132,7 @@ def accumulate_dot(w: Writer, av: str, bv: str, narrow: bool = False,
     if narrow:
         w.line(f"acc += tl.sum({a}[:, None, :] * tl.trans({b})[None, :, :], 2)")
     else:
-        w.line(f'acc += tl.dot({a}, {b}, input_precision="{w.blocks.dot_precision}")')
+        w.line(f"acc += {fp32_dot(a, b, w.blocks.dot_precision, w.helpers)}")
 
 
 def plain_load(e: ir.Expr) -> bool:

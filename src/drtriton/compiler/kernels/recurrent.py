@@ -10,7 +10,7 @@ place: each element is read and written by the same program only.
 
 from __future__ import annotations
 
-from drtriton.compiler.kernels.writer import Kernel
+from drtriton.compiler.kernels.writer import Kernel, fp32_dot
 
 # gate order of PyTorch's weights: LSTM (i, f, g, o), GRU (r, z, n)
 GATES = {"lstm": 4, "gru": 3}
@@ -23,10 +23,11 @@ def step_kernel(cell: str, name: str, batch: int, hidden: int, precision: str) -
     """The step kernel of ``cell`` ("lstm" or "gru") for one (layer, direction)."""
     gates = GATES[cell]
     B, H = batch, hidden
+    helpers = {"_tanh"}
     dots = "\n".join(
         f"        w{q} = tl.load(whh_ptr + ({q * H} + rj[None, :]) * {H} + rk[:, None], "
         f"mask=wmask, other=0)\n"
-        f"        acc{q} += tl.dot(hp, w{q}, input_precision=\"{precision}\")"
+        f"        acc{q} += {fp32_dot('hp', f'w{q}', precision, helpers)}"
         for q in range(gates))
     pre = "\n".join(
         f"    a{q} = acc{q} + tl.load(bhh_ptr + {q * H} + rj, mask=jm, other=0)[None, :]"
@@ -84,4 +85,4 @@ def {name}(gx_ptr, whh_ptr, bhh_ptr, h0_ptr, hs_ptr, c_ptr, s, t, N, BB: tl.cons
     grid = f"({-(-B // BLOCK_BATCH)}, {-(-H // BLOCK_HIDDEN)})"
     consts = {"BB": BLOCK_BATCH, "BH": BLOCK_HIDDEN, "BK": BLOCK_K}
     return Kernel(name, source, ["gx", "whh", "bhh", "h0", "hs", "c"], grid, consts, B * H,
-                  {"_tanh"}, warps=4)
+                  helpers, warps=4)
