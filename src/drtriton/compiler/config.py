@@ -26,8 +26,8 @@ class CompilerConfig:
     before this setting existed).
     precision: what GPU matrix products and convolutions may round to: ``fp32`` (3xTF32
     tensor-core products, as accurate as fp32: the judge's ``hardened`` preset) or ``tf32`` (one
-    TF32 product: the ``tf32`` preset, against baselines that also run TF32). The interpreter
-    computes in fp32 either way.
+    TF32 product of operands rounded to the nearest TF32, as cuBLAS rounds them: the ``tf32``
+    preset, against baselines that also run TF32). The interpreter computes in fp32 either way.
     max_tuned_configs: ``cuda``: the autotuning configs a program's kernels may have in all.
     Converting compiles every config once (about a second each on a GPU), so a whole model's
     hundreds of kernels would take minutes; past this budget the kernels doing the least work
