@@ -7,8 +7,9 @@
 # (packages the image lacks), scratch/carry/xdg.tar.gz (the baseline and tuning caches of an
 # earlier call). Rows are keyed by the archive's source tree, so calls at one commit add up.
 set -u
-SHA=$1; SECS=$2; PLAN=${3:-benchmarks/plans/gpu.toml}
+SHA=$1; SECS=$2; PLAN=$(realpath "${3:-benchmarks/plans/gpu.toml}")  # the bench runs from $F
 ROOT=$PWD
+[ -f "$PLAN" ] || { echo "remote_plan.sh: no plan $PLAN"; exit 2; }
 export PYTHONUNBUFFERED=1 NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 \
   NVSHMEM_DISABLE_NVLS=1
 if [ -d .deb ] && [ ! -x /opt/bw/usr/bin/bwrap ]; then
