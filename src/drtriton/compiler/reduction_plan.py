@@ -200,8 +200,9 @@ class Reductions:
         dims = tuple(
             sorted({d % max(rank, 1) for d in ((dims,) if isinstance(dims, int) else dims)})
         )
-        if self._row_split("sum", x.shape, dims):
-            return self._rowfull_split(kind, x, dims, **kw)
+        chunks = self._row_split("sum", x.shape, dims)
+        if chunks:
+            return self._rowfull_split(kind, x, dims, chunks, **kw)
         self.flush_expr(x)
         lazy = kind in UNFOLDABLE and x.dtype == torch.float32 and not kw
         return self.kernel(
@@ -247,10 +248,15 @@ class Reductions:
             return ir.op("div", ir.op("exp", shifted), den)
         return ir.op("sub", shifted, ir.op("log", den))
 
-    def _rowfull_split(self, kind: str, x: ir.Expr, dims: tuple[int, ...], eps: float = 1e-5,
-                       **_) -> ir.Expr:
+    def _rowfull_split(self, kind: str, x: ir.Expr, dims: tuple[int, ...], chunks: int,
+                       eps: float = 1e-5, **_) -> ir.Expr:
         """Few long rows: the statistics as split reductions, then one elementwise pass."""
         if kind == "normalize":
+            moments = self._split_moments(x, dims, chunks)
+            if moments is not None:
+                mean, var = moments
+                return ir.op("mul", ir.op("sub", x, mean),
+                             ir.op("rsqrt", ir.op("add", var, ir.const(eps))))
             mean = self.reduce("mean", x, dims, True)
             dev = ir.op("sub", x, mean)
             var = self.reduce("mean", ir.op("mul", dev, dev), dims, True)
@@ -263,6 +269,36 @@ class Reductions:
         if kind == "log_softmax":
             return ir.op("sub", shifted, ir.op("log", total))
         raise KeyError(kind)
+
+    def _split_moments(self, x: ir.Expr, dims: tuple[int, ...], chunks: int
+                       ) -> tuple[ir.Expr, ir.Expr] | None:
+        """Mean and biased variance over ``dims`` (kept as size-1 dims) of few long rows, in one
+        pass over x: each of about ``chunks`` equal chunks of a row gets its (mean, squared
+        deviations) from one kernel, and the chunks merge exactly (Chan et al. for equal
+        counts). Mean, then squared deviations, would read x twice (a training-mode batch
+        norm's input: once more than PyTorch's Welford kernel). None where no chunk count from
+        ``chunks`` down to half of it divides the rows."""
+        kept = [d for d in range(len(x.shape)) if d not in dims]
+        length = ir.numel(tuple(x.shape[d] for d in dims))
+        rows = ir.numel(x.shape) // length
+        count = next((c for c in range(chunks, chunks // 2, -1) if length % c == 0), 1)
+        if count < 2:
+            return None
+        chunk = length // count
+        perm = tuple(kept) + tuple(dims)
+        permuted = ir.permute(x, perm) if perm != tuple(range(len(perm))) else x
+        parts = ir.reshape(permuted, (rows, count, chunk))
+        pairs = self.kernel(lambda w, o: kernels.rowwise(w, "moments", parts, (2,), o),
+                            (rows, count, 2), torch.float32)
+        means, m2s = (ir.Load((rows, count), torch.float32, pairs.buf, (2 * count, 2), k)
+                      for k in (0, 1))
+        mean = self.reduce("mean", means, (1,), True)
+        spread = ir.op("sub", means, mean)
+        m2 = self.reduce("sum", ir.op("add", m2s, ir.op(
+            "mul", ir.op("mul", spread, spread), ir.const(float(chunk)))), (1,))
+        keep = tuple(1 if d in dims else s for d, s in enumerate(x.shape))
+        var = ir.op("div", m2, ir.const(float(length)))
+        return ir.reshape(mean, keep), ir.reshape(var, keep)
 
     def scan(self, kind: str, x: ir.Expr, dim: int) -> ir.Expr:
         x = self.t(x)

@@ -147,8 +147,32 @@ def _squared_deviations(r: _Rows) -> tuple[str, str]:
     return mean, acc2
 
 
+def _moments(r: _Rows) -> tuple[str, str]:
+    """Each row's mean and sum of squared deviations from it. A row of one chunk: two passes
+    over the registers (``_squared_deviations``). Of several: one pass over memory, each
+    chunk's own mean and squared deviations (two passes over its registers) merged into the
+    running pair by Chan et al.'s update, as PyTorch's Welford kernels merge theirs, where two
+    passes would read the row from memory twice."""
+    if r.single:
+        return _squared_deviations(r)
+    w = r.w
+    n, mean, m2 = (w.tmp(f"tl.zeros([BM], {FDT})", name) for name in ("n", "mean", "m2"))
+    with w.block(r.loop):
+        v, _ = r.chunk()
+        count = w.tmp(f"tl.sum(mask.to({FDT}), 1)", "cn")
+        cmean = w.tmp(f"tl.sum(tl.where(mask, {v}, 0.0), 1) / tl.maximum({count}, 1.0)", "cm")
+        dev = w.tmp(f"tl.where(mask, {v} - {cmean}[:, None], 0.0)", "cd")
+        total = w.tmp(f"{n} + {count}", "nt")
+        share = w.tmp(f"{count} / tl.maximum({total}, 1.0)", "sh")
+        delta = w.tmp(f"{cmean} - {mean}", "dl")
+        w.line(f"{m2} = {m2} + tl.sum({dev} * {dev}, 1) + {delta} * {delta} * {n} * {share}")
+        w.line(f"{mean} = {mean} + {delta} * {share}")
+        w.line(f"{n} = {total}")
+    return mean, m2
+
+
 def _var(r: _Rows) -> str:
-    _, acc2 = _squared_deviations(r)
+    _, acc2 = _moments(r)
     n = r.R - r.correction
     return r.w.tmp(f"{acc2} / {n}" if n > 0 else f'{acc2} * float("nan")', "r")
 
@@ -225,7 +249,7 @@ def _logsumexp(r: _Rows) -> str:
 
 
 def _normalize(r: _Rows) -> Callable[[str], str]:
-    mean, acc2 = _squared_deviations(r)
+    mean, acc2 = _moments(r)
     rstd = r.w.tmp(f"1.0 / tl.sqrt({acc2} / {r.R} + {r.eps})", "rstd")
     return lambda v: f"({v} - {mean}[:, None]) * {rstd}[:, None]"
 
@@ -238,7 +262,12 @@ REDUCERS: dict[str, Reducer] = {
 NORMALISERS: dict[str, Normaliser] = {
     "softmax": _softmax, "log_softmax": _log_softmax, "normalize": _normalize,
 }
-ROW_KINDS = set(REDUCERS) | set(NORMALISERS) | {"softmax_stats"}
+# Pairs of row statistics stored together: (maximum, sum of exponentials relative to it), and
+# (mean, sum of squared deviations from it).
+PAIRS: dict[str, Callable[[_Rows], tuple[str, str]]] = {
+    "softmax_stats": _softmax_stats, "moments": _moments,
+}
+ROW_KINDS = set(REDUCERS) | set(NORMALISERS) | set(PAIRS)
 
 
 def rowwise(w: Writer, kind: str, x: ir.Expr, dims: tuple[int, ...], out: str,
@@ -254,9 +283,9 @@ def rowwise(w: Writer, kind: str, x: ir.Expr, dims: tuple[int, ...], out: str,
     r = _Rows(w, x, dims, correction, eps)
     if kind in NORMALISERS:
         _store_normalised(r, out, NORMALISERS[kind](r))
-    elif kind == "softmax_stats":  # (maximum, sum of exponentials) of each row, interleaved
+    elif kind in PAIRS:  # two statistics of each row, interleaved: out has shape kept + (2,)
         w.line(f"rmask = rows < {r.M}")
-        for k, stat in enumerate(_softmax_stats(r)):
+        for k, stat in enumerate(PAIRS[kind](r)):
             w.store(out, f"rows * 2 + {k}", stat, "rmask", r.kshape + (2,))
     elif spread is not None:
         res = REDUCERS[kind](r)
