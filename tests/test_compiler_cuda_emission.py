@@ -300,6 +300,31 @@ def test_one_tf32_product_rounds_its_operands_to_nearest(body, shapes, monkeypat
     assert (got - exact).abs().max() > 1e-4  # the rounding shows: it is not an fp32 product
 
 
+def test_a_tf32_convolution_rounds_in_its_channels_last_copies(monkeypatch):
+    """The copies a channels-last convolution makes anyway round to the nearest TF32, so its
+    dot takes them as loaded: the product is the convolution of the rounded operands."""
+    import types
+
+    import torch.nn.functional as F
+
+    from compiler_cases.harness import program
+
+    src = program("return self.conv(a)", [(2, 16, 9, 8)],
+                  init="self.conv = nn.Conv2d(16, 24, 3, padding=1, bias=False)")
+    candidate = compile_program(src, CompilerConfig(device="cuda", precision="tf32"))
+    dots = [ln for ln in candidate.splitlines() if "tl.dot(" in ln]
+    assert dots and not any("_tf32_round(" in ln for ln in dots), dots
+    assert candidate.count("_tf32_round(") >= 3  # the helper, the input and the weight copy
+    monkeypatch.setattr(triton, "autotune", _fixed_autotune(0))
+    module = types.ModuleType("candidate")
+    exec(compile(candidate, "<candidate>", "exec"), module.__dict__)
+    torch.manual_seed(0)
+    model = module.ModelNew()
+    x = torch.randn(2, 16, 9, 8)
+    want = F.conv2d(_tf32_round(x), _tf32_round(model.conv.weight.detach()), padding=1)
+    torch.testing.assert_close(model(x), want, atol=1e-5, rtol=1e-5)
+
+
 def _reference_model(src: str) -> torch.nn.Module:
     from drtriton.program import load_program
 

@@ -105,7 +105,8 @@ def conv(w: Writer, x: ir.Expr, wt: ir.Expr, spec: ConvSpec, out: str) -> Kernel
     return finish_tiles(w, M, ocg, K, G)
 
 
-def conv_channels_last(w: Writer, x: ir.Expr, wt: ir.Expr, spec: ConvSpec, out: str) -> Kernel:
+def conv_channels_last(w: Writer, x: ir.Expr, wt: ir.Expr, spec: ConvSpec, out: str,
+                       tf32_exact: bool = False) -> Kernel:
     """Direct convolution as an implicit GEMM fed to tensor cores: ``x`` is the input read
     channels-last (N, *in, C) and ``wt`` the weight read tap-major (*k, OC, C/G), both K-major
     plain loads. One loop runs over (tap, BK channels of the group) steps, so each A tile is
@@ -138,13 +139,14 @@ def conv_channels_last(w: Writer, x: ir.Expr, wt: ir.Expr, spec: ConvSpec, out: 
         n0 = f"{midx[0]}[:, None]" if midx[0] != "0" else "0"
         av = w.ev(x, [n0, *pos, f"g * {cg} + ck[None, :]"], "amask")
         bv = w.ev(wt, [*taps, "oc[None, :]", "ck[:, None]"], "bmask")
-        accumulate_dot(w, av, bv, loaded=(True, True), operands=dot_operands(x, wt))
+        accumulate_dot(w, av, bv, loaded=(True, True), operands=dot_operands(x, wt),
+                       tf32_exact=tf32_exact)
     _store_position_tiles(w, spec, midx, "oc", out)
     return finish_tiles(w, M, ocg, cg * ir.numel(ksz), G, loop_k=cg, flat=True)
 
 
 def conv_merged_taps(w: Writer, x: ir.Expr, wt: ir.Expr, spec: ConvSpec, out: str,
-                     cin: int) -> Kernel:
+                     cin: int, tf32_exact: bool = False) -> Kernel:
     """A convolution over few input channels (an image stem: 3 channels, 7x7 taps) as an implicit
     GEMM fed to tensor cores: ``x`` is the input channels-last with its last spatial dim and
     channels merged (N, *in[:-1], W * C), ``wt`` the weight (*k[:-1], OC, kw * C). A window row's
@@ -180,7 +182,8 @@ def conv_merged_taps(w: Writer, x: ir.Expr, wt: ir.Expr, spec: ConvSpec, out: st
         n0 = f"{midx[0]}[:, None]" if midx[0] != "0" else "0"
         av = w.ev(x, [n0, *pos, f"{start} + ck[None, :]"], "amask")
         bv = w.ev(wt, [*taps, "rn[None, :]", "ck[:, None]"], "bmask")
-        accumulate_dot(w, av, bv, loaded=(True, True), operands=dot_operands(x, wt))
+        accumulate_dot(w, av, bv, loaded=(True, True), operands=dot_operands(x, wt),
+                       tf32_exact=tf32_exact)
     _store_position_tiles(w, spec, midx, "rn", out)
     return finish_tiles(w, M, oc, run * ir.numel(ksz), 1, loop_k=run, flat=True)
 

@@ -259,16 +259,18 @@ def conv(L: Lowering, nsp: int, x, weight, bias, stride, padding, dilation, grou
             make = kernels.conv_depthwise
         elif _merged_taps(L, x, weight, spec):
             nd, cin = len(x.shape), x.shape[1]
-            x = L.materialize(ir.permute(x, (0, *range(2, nd), 1)))
+            exact, copy = _tf32_copies(L, x, weight)
+            x = L.materialize(copy(ir.permute(x, (0, *range(2, nd), 1))))
             x = ir.reshape(x, (*x.shape[:-2], x.shape[-2] * cin))
-            weight = L.materialize(ir.permute(weight, (*range(2, nd - 1), 0, nd - 1, 1)))
+            weight = L.materialize(copy(ir.permute(weight, (*range(2, nd - 1), 0, nd - 1, 1))))
             weight = ir.reshape(weight, (*weight.shape[:-2], weight.shape[-2] * cin))
-            make = functools.partial(kernels.conv_merged_taps, cin=cin)
+            make = functools.partial(kernels.conv_merged_taps, cin=cin, tf32_exact=exact)
         elif _channels_last(L, x, weight, spec):
             nd = len(x.shape)
-            x = L.materialize(ir.permute(x, (0, *range(2, nd), 1)))
-            weight = L.materialize(ir.permute(weight, (*range(2, nd), 0, 1)))
-            make = kernels.conv_channels_last
+            exact, copy = _tf32_copies(L, x, weight)
+            x = L.materialize(copy(ir.permute(x, (0, *range(2, nd), 1))))
+            weight = L.materialize(copy(ir.permute(weight, (*range(2, nd), 0, 1))))
+            make = functools.partial(kernels.conv_channels_last, tf32_exact=exact)
         else:
             x = reread_input(L, x, max(1.0, overlap) * -(-(oc // int(groups)) // _TILE))
             make = kernels.conv
@@ -295,6 +297,15 @@ def _channels_last(L: Lowering, x: ir.Expr, weight: ir.Expr, spec: kernels.ConvS
     ocg = spec.out_shape[1] // spec.groups
     return (L.blocks.dot_precision != "ieee" and not spec.transposed
             and cg >= CHANNELS_LAST_MIN and ocg >= CHANNELS_LAST_MIN_OUT)
+
+
+def _tf32_copies(L: Lowering, x: ir.Expr, weight: ir.Expr):
+    """(whether, how) a convolution's channels-last copies round fp32 to the nearest TF32: under
+    one TF32 product per dot, so the copy the kernel needs anyway does the rounding the dot
+    would otherwise do in registers every step (``kernels.writer.fp32_dot``)."""
+    exact = (L.blocks.dot_precision == "tf32"
+             and x.dtype == torch.float32 and weight.dtype == torch.float32)
+    return exact, (lambda e: ir.op("tf32_round", e)) if exact else (lambda e: e)
 
 
 def _merged_taps(L: Lowering, x: ir.Expr, weight: ir.Expr, spec: kernels.ConvSpec) -> bool:
