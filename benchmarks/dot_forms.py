@@ -24,12 +24,13 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import statistics
 from pathlib import Path
 
 import torch
 import triton
 import triton.language as tl
+
+from gpu_timing import median_ms
 
 FORMS = ("ieee", "tf32", "tf32x3", "tf32_rn", "split3")
 TILES = ((128, 128, 32, 8, 3), (128, 256, 32, 8, 3), (256, 128, 32, 8, 3), (64, 64, 32, 4, 4))
@@ -110,19 +111,6 @@ def product(form: str, a: torch.Tensor, b_nk: torch.Tensor, tile=TILES[0],
     return c
 
 
-def _median_ms(fn, flush: torch.Tensor, reps: int = 20) -> float:
-    times = []
-    for _ in range(reps):
-        flush.zero_()
-        s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        s.record()
-        fn()
-        e.record()
-        torch.cuda.synchronize()
-        times.append(s.elapsed_time(e))
-    return statistics.median(times)
-
-
 def _rel(c: torch.Tensor, oracle: torch.Tensor) -> float:
     return float((c.double() - oracle).norm() / oracle.norm())
 
@@ -136,22 +124,21 @@ def main() -> None:
     torch.manual_seed(0)
     a, b = torch.randn(n, n, device="cuda"), torch.randn(n, n, device="cuda")
     oracle = a.double() @ b.double().T
-    flush = torch.empty(64 * 2**20, dtype=torch.int32, device="cuda")
     rows = []
     for tf32 in (False, True):
         torch.backends.cuda.matmul.allow_tf32 = tf32
-        ms = _median_ms(lambda: a @ b.T, flush)
+        ms = median_ms(lambda: a @ b.T, 20)
         rows.append({"form": "cublas_tf32" if tf32 else "cublas_fp32", "tile": None, "ms": ms,
                      "rel_err": _rel(a @ b.T, oracle)})
     torch.backends.cuda.matmul.allow_tf32 = False
     parts = (*split(a), *split(b))
-    rows.append({"form": "split_pass", "tile": None, "ms": _median_ms(
-        lambda: (split(a), split(b)), flush), "rel_err": None})
+    rows.append({"form": "split_pass", "tile": None, "ms": median_ms(
+        lambda: (split(a), split(b)), 20), "rel_err": None})
     for form in FORMS:
         for tile in TILES:
             try:
                 c = product(form, a, b, tile, parts)
-                ms = _median_ms(lambda f=form, t=tile: product(f, a, b, t, parts), flush)
+                ms = median_ms(lambda f=form, t=tile: product(f, a, b, t, parts), 20)
             except Exception as exc:  # a tile past the GPU's shared memory: skip it
                 print(f"{form} {tile}: {type(exc).__name__}: {str(exc)[:120]}", flush=True)
                 continue

@@ -40,25 +40,7 @@ import triton.language as tl  # noqa: E402
 
 from drtriton.compiler import CompilerConfig, compile_program  # noqa: E402
 from drtriton.synth import read_jsonl  # noqa: E402
-
-FLUSH = None
-
-
-def _median_ms(fn, reps: int = 30) -> float:
-    global FLUSH
-    if FLUSH is None:
-        FLUSH = torch.empty(64 * 2**20, dtype=torch.int32, device="cuda")
-    times = []
-    for _ in range(reps):
-        FLUSH.zero_()
-        torch.cuda.synchronize()
-        s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        s.record()
-        fn()
-        e.record()
-        torch.cuda.synchronize()
-        times.append(s.elapsed_time(e))
-    return statistics.median(times)
+from gpu_timing import median_ms as _median_ms  # noqa: E402
 
 
 def _load(source: str, name: str):

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import importlib.util
 import os
+import sys
 from pathlib import Path
 
 os.environ.setdefault("TRITON_INTERPRET", "1")
@@ -13,8 +14,9 @@ os.environ.setdefault("TRITON_INTERPRET", "1")
 import pytest  # noqa: E402
 import torch  # noqa: E402
 
-SPEC = importlib.util.spec_from_file_location(
-    "dot_forms", Path(__file__).resolve().parents[1] / "benchmarks" / "dot_forms.py")
+BENCHMARKS = Path(__file__).resolve().parents[1] / "benchmarks"
+sys.path.insert(0, str(BENCHMARKS))  # its sibling gpu_timing, as when run as a script
+SPEC = importlib.util.spec_from_file_location("dot_forms", BENCHMARKS / "dot_forms.py")
 dot_forms = importlib.util.module_from_spec(SPEC)
 SPEC.loader.exec_module(dot_forms)
 TILE = (32, 32, 16, 4, 2)
