@@ -7,7 +7,7 @@ One worker process (torch limited to one thread), so programs per CPU-second is 
 programs are run with the quality filters (finite, non-constant, every input used); GPU-scale
 programs are shape-checked on the meta device on a CPU machine (the filters run where they can be
 run: add --device cuda on a GPU). Writes benchmarks/results/synth_rate.{json,csv}; then
-``python benchmarks/report.py`` updates the README table.
+``python benchmarks/report.py`` updates the table in docs/synthesis.md.
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Regenerate the README's benchmark tables from the result files in benchmarks/results/.
+"""Regenerate the benchmark tables of the README and docs/ from benchmarks/results/.
 
 .venv/bin/python benchmarks/report.py
 """
@@ -83,19 +83,21 @@ def verdict_cost_block() -> str | None:
 PLANS = ROOT / "benchmarks" / "plans"
 
 
-def plan_block(name: str) -> str:
+def plan_block(name: str, suites: tuple[str, ...] = ()) -> str:
     """The latest complete run of ``benchmarks/plans/NAME.toml``: one row per suite, mode and
-    preset, a plot of the speedups beside the results, and where it ran."""
+    preset, a plot of the speedups beside the results, and where it ran. ``suites``: only
+    these suites' rows, without the plot (which shows the whole plan)."""
     from drtriton.bench.plan import latest_complete, load_plan, planned_keys, read_rows, summary
 
     plan = load_plan(PLANS / f"{name}.toml")
     rows = latest_complete(read_rows(plan.results_path()), planned_keys(plan))
+    rows = [r for r in rows if not suites or r["suite"] in suites]
     where = f"`{plan.results_path().relative_to(ROOT)}`"
     if not rows:
         return f"_No complete run of `benchmarks/plans/{name}.toml` yet (results: {where})._"
     table = [{k: _fmt(v) for k, v in r.items()} for r in summary(rows)]
     picture = ""
-    if any(r.get("speedup_eager") for r in rows):
+    if not suites and any(r.get("speedup_eager") for r in rows):
         plot = RESULTS / "plans" / f"{name}.png"  # plans may share a results file
         _plan_plot(rows, plot)
         picture = f"\n\n![speedups]({plot.relative_to(ROOT)})"
@@ -201,16 +203,19 @@ def _plan_plot(rows: list[dict], path: Path) -> None:
 
 
 def main() -> None:
-    # The README holds one table per suite; per-problem rows live in the docs of their stage.
+    # The README holds one table per suite; the other plans and per-problem rows live in the
+    # docs of their stage.
     blocks = {
-        "README.md": [("synth", synth_block),
-                      ("verdict_cost", verdict_cost_block),
-                      ("plan_real_strict", lambda: plan_block("real_strict")),
-                      ("plan_gpu", lambda: plan_block("gpu")),
+        "README.md": [("plan_real_strict", lambda: plan_block("real_strict")),
                       ("plan_heavy", lambda: plan_block("heavy")),
-                      ("plan_real_tf32", lambda: plan_block("real_tf32")),
-                      ("plan_heavy_tf32", lambda: plan_block("heavy_tf32")),
-                      ("plan_cpu", lambda: plan_block("cpu"))],
+                      ("plan_synthetic", lambda: plan_block(
+                          "gpu", ("synthetic", "synthetic-l20")))],
+        "docs/bench.md": [("plan_gpu", lambda: plan_block("gpu")),
+                          ("plan_real_tf32", lambda: plan_block("real_tf32")),
+                          ("plan_heavy_tf32", lambda: plan_block("heavy_tf32")),
+                          ("plan_cpu", lambda: plan_block("cpu"))],
+        "docs/judge.md": [("verdict_cost", verdict_cost_block)],
+        "docs/synthesis.md": [("synth", synth_block)],
         "docs/compiler.md": [("plan_gpu_rows", lambda: plan_problems_block("real_strict")),
                              ("plan_heavy_rows", lambda: plan_rows_block("heavy")),
                              ("plan_heavy_tf32_rows", lambda: plan_rows_block("heavy_tf32"))],

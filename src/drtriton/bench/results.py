@@ -40,5 +40,5 @@ def replace_block(text: str, name: str, body: str) -> str:
     """Replace the text between ``<!-- bench:NAME -->`` and ``<!-- /bench:NAME -->``."""
     pattern = re.compile(rf"(<!-- bench:{name} -->\n).*?(<!-- /bench:{name} -->)", re.S)
     if not pattern.search(text):
-        raise ValueError(f"README has no <!-- bench:{name} --> block")
+        raise ValueError(f"no <!-- bench:{name} --> block")
     return pattern.sub(lambda m: m.group(1) + body + "\n" + m.group(2), text)
