@@ -121,3 +121,24 @@ def test_tf32_judges_against_the_oracle_where_its_reference_is_approximate(m, k,
     cmp = compare_outputs((ref,), [wrong], JudgeConfig(device="cpu", preset="tf32"),
                           residuals=(residual,))
     assert not cmp.ok and "float64 oracle" in cmp.reason
+
+
+def test_tf32_slack_still_rejects_a_nan_past_the_first_chunk_out_of_tolerance(monkeypatch):
+    """The tolerance check stops at the first chunk out of atol of the reference; the oracle's
+    slack then reads every chunk, NaN and Inf patterns included."""
+    from drtriton.judge import compare
+
+    monkeypatch.setattr(compare, "COMPARE_CHUNK", 64)
+    torch.manual_seed(0)
+    a, b = torch.randn(16, 1024), torch.randn(1024, 16)
+    oracle = a.double() @ b.double()
+    ref = _round(a, 13) @ _round(b, 13)
+    residual = (oracle - ref.double()).float()
+    config = JudgeConfig(device="cpu", preset="tf32")
+    exact = a @ b  # out of atol of the TF32 reference in the first chunk, within the slack
+    assert compare_outputs((ref,), [exact], config, residuals=(residual,)).ok
+    for bad in (float("nan"), float("inf")):
+        wrong = exact.clone()
+        wrong[-1, -1] = bad  # the last chunk
+        cmp = compare_outputs((ref,), [wrong], config, residuals=(residual,))
+        assert not cmp.ok and "pattern differs" in cmp.reason, cmp.reason

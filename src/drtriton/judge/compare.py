@@ -65,8 +65,7 @@ def compare_outputs(
         max_abs, max_rel = max(max_abs, chunk_abs), max(max_rel, chunk_rel)
         residual = residuals[i] if residuals is not None and i < len(residuals) else None
         slack = ORACLE_SLACK.get(config.preset)
-        if why and slack and residual is not None and residual.shape == e.shape \
-                and not why.endswith("pattern differs"):
+        if why and slack and residual is not None and residual.shape == e.shape:
             why = _beyond_oracle_slack(e, a, residual, atol, rtol, slack, device)
         if why:  # against the oracle too, where there is one: which of the two is off
             if residual is not None and residual.shape == e.shape:
@@ -115,20 +114,23 @@ def oracle_errors(e: torch.Tensor, a: torch.Tensor, residual: torch.Tensor, devi
 def _beyond_oracle_slack(e: torch.Tensor, a: torch.Tensor, residual: torch.Tensor, atol: float,
                          rtol: float, slack: float, device: str) -> str | None:
     """Why ``a`` is not within ``atol + rtol * |oracle| + slack * max |reference - oracle|`` of
-    the oracle ``e + residual`` at every finite position (None when it is): the tolerance for
-    a reference that is itself approximate (``ORACLE_SLACK``)."""
+    the oracle ``e + residual`` at every finite position, or its NaN/Inf pattern differs from
+    the reference's anywhere (None when neither): the tolerance for a reference that is itself
+    approximate (``ORACLE_SLACK``)."""
     ef, af, rf = e.reshape(-1), a.reshape(-1), residual.reshape(-1)
     step = COMPARE_CHUNK if device == "cpu" else CUDA_COMPARE_CHUNK
     ref_dev = worst = 0.0
     for start in range(0, ef.numel(), step):
-        rc = rf[start : start + step].to(device).double()
-        ref_dev = max(ref_dev, float(torch.where(rc.isfinite(), rc.abs(), 0.0).max()))
-    for start in range(0, ef.numel(), step):
         ec = ef[start : start + step].to(device).double()
-        oracle = ec + rf[start : start + step].to(device).double()
-        diff = (af[start : start + step].to(device).double() - oracle).abs()
-        keep = oracle.isfinite() & ec.isfinite()
-        over = torch.where(keep, diff - rtol * oracle.abs(), 0.0)
+        ac = af[start : start + step].to(device).double()
+        pattern = _pattern_differs(ec, ac)
+        if pattern:
+            return pattern
+        rc = rf[start : start + step].to(device).double()
+        oracle = ec + rc
+        keep = oracle.isfinite() & ec.isfinite()  # ac is finite there too: the same pattern
+        ref_dev = max(ref_dev, float(torch.where(keep, rc.abs(), 0.0).max()))
+        over = torch.where(keep, (ac - oracle).abs() - rtol * oracle.abs(), 0.0)
         worst = max(worst, float(over.max()))
     if worst <= atol + slack * ref_dev:
         return None
@@ -156,13 +158,10 @@ def _compare_float(e: torch.Tensor, a: torch.Tensor, atol: float, rtol: float, d
         diff, ref = (ac - ec).abs(), ec.abs()
         within = bool((diff <= atol + rtol * ref).all())
         if not within:  # out of tolerance, or NaN/Inf somewhere: those must match exactly
-            e_nan = ec.isnan()
-            if not torch.equal(e_nan, ac.isnan()):
-                return "NaN pattern differs", max_abs, max_rel
-            inf = ec.isinf() | ac.isinf()
-            if bool(inf.any()) and not torch.equal(ec[inf], ac[inf]):
-                return "Inf pattern differs", max_abs, max_rel
-            finite = ~(inf | e_nan)
+            pattern = _pattern_differs(ec, ac)
+            if pattern:
+                return pattern, max_abs, max_rel
+            finite = ec.isfinite()  # and so is ac there
             diff, ref = torch.where(finite, diff, 0.0), torch.where(finite, ref, 0.0)
             within = bool((diff <= atol + rtol * ref).all())
         max_abs = max(max_abs, diff.max().item())
@@ -170,3 +169,13 @@ def _compare_float(e: torch.Tensor, a: torch.Tensor, atol: float, rtol: float, d
         if not within:
             return f"max_abs_err {max_abs:.3g} > tolerance ({atol:g}, {rtol:g})", max_abs, max_rel
     return None, max_abs, max_rel
+
+
+def _pattern_differs(ec: torch.Tensor, ac: torch.Tensor) -> str | None:
+    """Why the candidate's NaN or Inf positions (and Inf signs) differ from the reference's."""
+    if not torch.equal(ec.isnan(), ac.isnan()):
+        return "NaN pattern differs"
+    inf = ec.isinf() | ac.isinf()
+    if bool(inf.any()) and not torch.equal(ec[inf], ac[inf]):
+        return "Inf pattern differs"
+    return None
