@@ -33,6 +33,21 @@ UNFOLDABLE = ("softmax", "log_softmax")  # rowfull kinds a reduction may read un
 _IDENTITY = {"sum": 0.0, "amax": float("-inf"), "amin": float("inf")}
 
 
+def _as_rows(x: ir.Expr, dims: tuple[int, ...]) -> ir.Expr:
+    """``x`` as a [rows, length] matrix: its kept dims, then the reduced ``dims``, flattened."""
+    kept = tuple(d for d in range(len(x.shape)) if d not in dims)
+    length = ir.numel(tuple(x.shape[d] for d in dims))
+    perm = kept + tuple(dims)
+    permuted = ir.permute(x, perm) if perm != tuple(range(len(perm))) else x
+    return ir.reshape(permuted, (ir.numel(x.shape) // length, length))
+
+
+def _pair(pairs: ir.Load, k: int) -> ir.Load:
+    """Statistic ``k`` of a kernel's interleaved pairs (``kernels.reductions.PAIRS``: shape
+    kept + (2,)), in the kept shape."""
+    return ir.Load(pairs.shape[:-1], pairs.dtype, pairs.buf, pairs.strides[:-1], k)
+
+
 @dataclass(frozen=True)
 class RowReduction:
     """What a pending one-kernel reduction reduces: ``kernels.rowwise``'s arguments, kept so an
@@ -158,7 +173,6 @@ class Reductions:
         Rows are padded with the reduction's identity to whole chunks (a Cat with a constant),
         so any length splits. mean, norm2 and var are sums with a final elementwise step (var
         in two passes, as the one-kernel form computes it)."""
-        kept = [d for d in range(len(x.shape)) if d not in dims]
         length = ir.numel(tuple(x.shape[d] for d in dims))
         rows = ir.numel(x.shape) // length
         if kind == "var":
@@ -172,9 +186,7 @@ class Reductions:
         if kind == "norm2":
             return ir.op("sqrt", self._row_split_reduce("sum", ir.op("mul", x, x), dims, chunks, 0))
         base = "sum" if kind == "mean" else kind
-        perm = tuple(kept) + tuple(dims)
-        flat = ir.reshape(ir.permute(x, perm) if perm != tuple(range(len(perm))) else x,
-                          (rows, length))
+        flat = _as_rows(x, dims)
         chunk = -(-length // chunks)
         chunk = -(-chunk // ROW_SPLIT_CHUNK) * ROW_SPLIT_CHUNK
         chunks = -(-length // chunk)
@@ -239,10 +251,8 @@ class Reductions:
             lambda w, o: kernels.rowwise(w, "softmax_stats", x, dims, o), kshape + (2,),
             torch.float32)
         self.pending[stats.buf].labels = list(labels)
-        strides = [0] * len(x.shape)
-        for d, s in zip(kept, ir.contiguous_strides(kshape), strict=True):
-            strides[d] = 2 * s
-        top, den = (ir.Load(x.shape, torch.float32, stats.buf, tuple(strides), k) for k in (0, 1))
+        keep = tuple(1 if d in dims else n for d, n in enumerate(x.shape))
+        top, den = (ir.reshape(_pair(stats, k), keep) for k in (0, 1))
         shifted = ir.op("sub", x, top)
         if full.kind == "softmax":
             return ir.op("div", ir.op("exp", shifted), den)
@@ -278,20 +288,16 @@ class Reductions:
         counts). Mean, then squared deviations, would read x twice (a training-mode batch
         norm's input: once more than PyTorch's Welford kernel). None where no chunk count from
         ``chunks`` down to half of it divides the rows."""
-        kept = [d for d in range(len(x.shape)) if d not in dims]
-        length = ir.numel(tuple(x.shape[d] for d in dims))
-        rows = ir.numel(x.shape) // length
+        flat = _as_rows(x, dims)
+        rows, length = flat.shape
         count = next((c for c in range(chunks, chunks // 2, -1) if length % c == 0), 1)
         if count < 2:
             return None
         chunk = length // count
-        perm = tuple(kept) + tuple(dims)
-        permuted = ir.permute(x, perm) if perm != tuple(range(len(perm))) else x
-        parts = ir.reshape(permuted, (rows, count, chunk))
+        parts = ir.reshape(flat, (rows, count, chunk))
         pairs = self.kernel(lambda w, o: kernels.rowwise(w, "moments", parts, (2,), o),
                             (rows, count, 2), torch.float32)
-        means, m2s = (ir.Load((rows, count), torch.float32, pairs.buf, (2 * count, 2), k)
-                      for k in (0, 1))
+        means, m2s = _pair(pairs, 0), _pair(pairs, 1)
         mean = self.reduce("mean", means, (1,), True)
         spread = ir.op("sub", means, mean)
         m2 = self.reduce("sum", ir.op("add", m2s, ir.op(
