@@ -268,8 +268,9 @@ def test_the_tf32_precision_emits_one_tf32_product_and_fp32_stays_3xtf32():
 
 
 def _tf32_round(x: torch.Tensor) -> torch.Tensor:
-    bits = x.view(torch.int32)
-    return ((bits + (1 << 12)) & ~((1 << 13) - 1)).view(torch.float32)
+    from compiler_cases.harness import round_mantissa
+
+    return round_mantissa(x, 13)
 
 
 @pytest.mark.parametrize("body, shapes", [

@@ -14,6 +14,8 @@ os.environ.setdefault("TRITON_INTERPRET", "1")
 import pytest  # noqa: E402
 import torch  # noqa: E402
 
+from compiler_cases.harness import round_mantissa  # noqa: E402
+
 BENCHMARKS = Path(__file__).resolve().parents[1] / "benchmarks"
 sys.path.insert(0, str(BENCHMARKS))  # its sibling gpu_timing, as when run as a script
 SPEC = importlib.util.spec_from_file_location("dot_forms", BENCHMARKS / "dot_forms.py")
@@ -23,7 +25,7 @@ TILE = (32, 32, 16, 4, 2)
 
 
 def _rn(x: torch.Tensor) -> torch.Tensor:
-    return ((x.view(torch.int32) + (1 << 12)) & ~((1 << 13) - 1)).view(torch.float32)
+    return round_mantissa(x, 13)
 
 
 def test_the_split_is_tf32_exact_and_sums_back():

@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 import torch
 
+from compiler_cases.harness import round_mantissa as _round
 from drtriton.judge import JudgeConfig, verify
 from drtriton.judge.compare import compare_outputs
 from drtriton.judge.config import PARITY_FACTOR, PARITY_FLOOR
@@ -42,11 +43,6 @@ def test_rounded_inputs_pass_the_tolerance_alone():
     config = JudgeConfig(device="cpu", seed=3, precision_parity=False)
     verdict = verify(REFERENCE, source, config)
     assert verdict.status == "correct" and verdict.oracle_err is None
-
-
-def _round(x: torch.Tensor, drop: int) -> torch.Tensor:
-    bits = x.view(torch.int32)
-    return ((bits + (1 << (drop - 1))) & ~((1 << drop) - 1)).view(torch.float32)
 
 
 def _rel(c: torch.Tensor, o: torch.Tensor) -> float:
