@@ -8,35 +8,16 @@
 # earlier call). Rows are keyed by the archive's source tree, so calls at one commit add up.
 set -u
 SHA=$1; SECS=$2; PLAN=$(realpath "${3:-benchmarks/plans/gpu.toml}")  # the bench runs from $F
-ROOT=$PWD
+. benchmarks/remote_setup.sh
 [ -f "$PLAN" ] || { echo "remote_plan.sh: no plan $PLAN"; exit 2; }
-export PYTHONUNBUFFERED=1 NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 \
-  NVSHMEM_DISABLE_NVLS=1
-if [ -d .deb ] && [ ! -x /opt/bw/usr/bin/bwrap ]; then
-  mkdir -p /opt/bw; for f in .deb/*.deb; do dpkg -x "$f" /opt/bw; done
-fi
-if [ -x /opt/bw/usr/bin/bwrap ]; then
-  /opt/bw/usr/bin/bwrap --version >/dev/null 2>&1 \
-    || export LD_LIBRARY_PATH=/opt/bw/lib/x86_64-linux-gnu:/opt/bw/usr/lib/x86_64-linux-gnu
-  export DRTRITON_BWRAP=/opt/bw/usr/bin/bwrap
-fi
-if [ -d scratch/whl ] && [ ! -d /opt/site ]; then
-  python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --target /opt/site \
-    scratch/whl/*.whl
-fi
-F=/opt/frozen-$SHA
-[ -d "$F" ] || { mkdir -p "$F" && tar -xf scratch/head.tar -C "$F"; }
-export XDG_CACHE_HOME=/opt/xdg
-if [ ! -d /opt/xdg ] && [ -f scratch/carry/xdg.tar.gz ]; then
+if [ ! -d /opt/xdg/drtriton ] && [ -f scratch/carry/xdg.tar.gz ]; then
   mkdir -p /opt/xdg && tar -xzf scratch/carry/xdg.tar.gz -C /opt/xdg
 fi
-mkdir -p /opt/xdg
 RES=$(python3 -c "import tomllib; print(tomllib.load(open('$PLAN', 'rb'))['results'])")
 mkdir -p "$F/$(dirname "$RES")"
 [ -f "$ROOT/$RES" ] && cp "$ROOT/$RES" "$F/$RES"
 echo "rows before: $(cat "$F/$RES" 2>/dev/null | wc -l)"
 cd "$F"
-export DRTRITON_COMMIT=$SHA PYTHONPATH=$F/src:/opt/site
 keep() {  # what comes back even if the call is cut short (the kernel store is rebuilt there)
   cp "$RES" "$OUT/" 2>/dev/null
   (cd /opt/xdg && tar -czf "$OUT/xdg.tar.gz.part" drtriton/*.sqlite 2>/dev/null \

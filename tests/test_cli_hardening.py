@@ -334,6 +334,25 @@ def test_a_bad_program_is_skipped_by_pairs(tmp_path, fake_judge):
     assert "invalid_program=1" in result.stdout and "wrote 1 verified pairs" in result.stdout
 
 
+def test_pairs_resumes_a_run_cut_short_without_repeating_a_pair(tmp_path, fake_judge):
+    programs, out = stored_programs(3), tmp_path / "pairs.jsonl"
+    path = tmp_path / "programs.jsonl"
+    path.write_text("".join(json.dumps(r) + "\n" for r in programs))
+    args = ("pairs", "--programs", path, "--out", out, "--device", "cpu")
+    assert invoke(*args).exit_code == 0
+    first, judged = out.read_text(), len(fake_judge.judged)
+    assert len(first.splitlines()) == 3
+    again = invoke(*args)  # all finished: nothing judged again, the same pairs
+    assert again.exit_code == 0 and len(fake_judge.judged) == judged and out.read_text() == first
+    assert "wrote 3 verified pairs" in again.stdout
+    ledger = tmp_path / "pairs.jsonl.programs.jsonl"
+    lines = ledger.read_text().splitlines()
+    ledger.write_text("\n".join(lines[:-1]) + "\n" + lines[-1][:9])  # cut in its last record
+    assert invoke(*args).exit_code == 0
+    assert len(fake_judge.judged) == judged + 1  # only the unfinished program again
+    assert sorted(out.read_text().splitlines()) == sorted(first.splitlines())
+
+
 # ----------------------------------------------------------------------------- training
 def test_sft_refuses_batch_size_zero_before_creating_its_folder(tmp_path):
     (tmp_path / "p.jsonl").write_text('{"source": "x", "answer": "y"}\n')

@@ -125,6 +125,32 @@ def test_a_model_policy_is_read_through_the_answer_parser():
         Stub().first_candidate(PROGRAM, _InProcessPool())  # pass@1: the first answer counts
 
 
+def test_prefetched_draws_first_answers_in_the_policys_batches():
+    from drtriton.policy import Prefetched
+
+    class Batched(Policy):
+        batches, batch_size = True, 2
+
+        def __init__(self):
+            self.calls = []
+
+        def generate(self, sources, n, sampling):
+            self.calls.append((list(sources), n))
+            return [[format_answer(f"{CANDIDATE}\n# answer to {s.split()[-1]}\n")] * n
+                    for s in sources]
+
+    inner = Batched()
+    sources = [f"{PROGRAM}\n# p{i}\n" for i in range(5)]
+    seen = []
+    policy = Prefetched(inner, sources + sources[:1], progress=lambda d, t: seen.append((d, t)))
+    assert [len(chunk) for chunk, _ in inner.calls] == [2, 2, 1]  # each program once
+    assert seen == [(2, 5), (4, 5), (5, 5)]
+    first, _ = policy.first_candidate(sources[3], _InProcessPool())
+    assert first.rstrip().endswith("# answer to p3") and len(inner.calls) == 3  # read, not drawn
+    policy.generate([sources[0]], 2, Sampling())  # anything else is the policy's own call
+    assert inner.calls[-1] == ([sources[0]], 2)
+
+
 def test_a_spec_names_the_compiler_in_the_judges_mode_and_precision():
     from drtriton.compiler.tune import default_tuning_cache
 

@@ -33,8 +33,16 @@ def test_the_toy_plan_runs_every_stage_and_resumes(tmp_path, monkeypatch):
     from drtriton.train.experiment import STAGES
 
     plan = _toy_plan(tmp_path)
+    part = CliRunner().invoke(app, ["learn", "--plan", str(plan), "--until", "eval_sft"])
+    assert part.exit_code == 0, part.output
+    run = tmp_path / "run"
+    assert (run / "eval_sft.done").exists() and not (run / "drpo.done").exists()
+    early = json.loads((tmp_path / "results" / "summary.json").read_text())["levels"]["1"]
+    assert early["sft"]["n"] == 1 and early["drpo"] == {"accuracy": None,
+                                                        "mean_speedup_correct": None, "n": 0}
     done = CliRunner().invoke(app, ["learn", "--plan", str(plan)])
     assert done.exit_code == 0, done.output
+    assert "stage sft" not in done.output and "stage drpo" in done.output
     summary = json.loads((tmp_path / "results" / "summary.json").read_text())
     assert set(summary["levels"]) == {"1", "2"}
     for stages in summary["levels"].values():
@@ -64,6 +72,17 @@ def test_a_bad_plan_is_one_line(tmp_path, change, message):
     plan = _toy_plan(tmp_path, **change)
     done = CliRunner().invoke(app, ["learn", "--plan", str(plan)])
     assert done.exit_code == 2 and message in done.output
+
+
+def test_an_unknown_until_stage_is_one_line(tmp_path):
+    from typer.testing import CliRunner
+
+    from drtriton.cli import app
+
+    done = CliRunner().invoke(app, ["learn", "--plan", str(_toy_plan(tmp_path)),
+                                    "--until", "sfft"])
+    assert done.exit_code == 2 and "unknown stage 'sfft'" in done.output
+    assert not (tmp_path / "run").exists()
 
 
 def test_training_programs_never_include_a_held_out_program(tmp_path):

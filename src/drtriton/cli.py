@@ -625,12 +625,14 @@ def pairs(
 @app.command()
 def learn(
     plan: Path = typer.Option(..., help="Experiment plan (TOML; benchmarks/plans/learning.toml)."),
+    until: str = typer.Option(
+        None, help="Stop after this stage (e.g. eval_sft); default: every stage."),
 ) -> None:
     """The learning experiment in one command: programs, tokenizer, pairs, SFT, DRPO and GRPO,
     held-out evaluation of each stage (and DRPO with search); resumes where it stopped."""
     from drtriton.train.recipes import learn_command
 
-    _run_training(learn_command, plan)
+    _run_training(learn_command, plan, until)
 
 
 @app.command()
@@ -818,6 +820,12 @@ def bench(
     ),
     device: str = typer.Option("auto", help="auto | cpu | cuda | cuda:N."),
     seed: int = typer.Option(None, help="Synthetic seed (default: the held-out benchmark seed)."),
+    compile_baseline: bool = typer.Option(
+        True, help="Time torch.compile too (--no-compile-baseline: eager only, faster)."),
+    timing_budget_s: float = typer.Option(
+        1.0, "--timing-budget-s", help="Timed calls per candidate for about this long (CUDA)."),
+    generation_batch_size: int = typer.Option(
+        32, min=1, help="Prompts a local model (hf:) samples at once."),
     unsafe_no_sandbox: bool = typer.Option(False, "--unsafe-no-sandbox", help=UNSAFE_HELP),
 ) -> None:
     """Benchmark a policy: accuracy, fast_p against eager and torch.compile, geomean speedups.
@@ -841,6 +849,8 @@ def bench(
         _check_readable(programs, "--programs file")
     if timeout_s <= 0:
         fail("--timeout-s must be positive")
+    if timing_budget_s <= 0:
+        fail("--timing-budget-s must be positive")
     _check_search_budget(max_fragment_ops, search_wall_s, candidates_per_fragment)
     _check_device(device)
     _check_writable(out)
@@ -852,7 +862,8 @@ def bench(
         max_fragment_ops=max_fragment_ops, search_wall_s=search_wall_s, timeout_s=timeout_s,
         candidates_per_fragment=candidates_per_fragment,
         device=device, search_cache=str(search_cache) if search_cache else None,
-        unsafe_no_sandbox=unsafe_no_sandbox,
+        compile_baseline=compile_baseline, timing_budget_s=timing_budget_s,
+        generation_batch_size=generation_batch_size, unsafe_no_sandbox=unsafe_no_sandbox,
     )  # fmt: skip
     _run_bench(config, out)
 
@@ -897,8 +908,14 @@ def _run_bench(config: BenchConfig, out: Path) -> None:
             if not console.is_terminal:
                 console.print(f"start {problem_id} {time.strftime('%H:%M:%S')}")
 
+        def on_generated(done: int, total: int) -> None:
+            progress.update(task, last=f"answers drawn: {done}/{total}")
+            if not console.is_terminal:
+                console.print(f"answers drawn {done}/{total} {time.strftime('%H:%M:%S')}")
+
         try:
-            report = run_bench(config, out, on_row, on_start, on_warning=warn)
+            report = run_bench(config, out, on_row, on_start, on_warning=warn,
+                               on_generated=on_generated)
         except (ValueError, FileNotFoundError, SandboxUnavailable) as exc:
             fail(str(exc))
     result(summary_table(report))

@@ -43,12 +43,17 @@ class BenchConfig:
     # a local model's sampling (hf: policies)
     temperature: float = 0.6
     max_new_tokens: int = 2048
+    generation_batch_size: int = 32  # prompts a local model samples at once
     # search also over the compiler's own candidates; off to measure what a policy finds alone
     search_with_compiler: bool = True
     # SQLite verdict cache of the search; None: OUT.search.sqlite beside the report, so a run cut
     # short mid-search resumes without judging its fragments again
     search_cache: str | None = None
     timeout_s: float = 300.0
+    # timing (CUDA): the torch.compile baseline, and timed calls for about this long per
+    # candidate (the judge's default; less trades precision of the times for a faster run)
+    compile_baseline: bool = True
+    timing_budget_s: float = 1.0
     unsafe_no_sandbox: bool = False  # judge without bubblewrap (recorded in every verdict)
     # host-memory cap per candidate process; GPU-scale inputs (up to 16 GB) pass through the host
     memory_limit_gb: float | None = None  # None: 8 on a CPU, 64 on a GPU

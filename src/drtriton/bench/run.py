@@ -98,7 +98,8 @@ def _policy(config: BenchConfig, device: str, precision: str) -> Policy:
     from drtriton.policy import Sampling, load_policy
 
     sampling = Sampling(temperature=config.temperature, max_new_tokens=config.max_new_tokens)
-    return load_policy(config.policy, device, config.mode, precision, sampling)
+    return load_policy(config.policy, device, config.mode, precision, sampling,
+                       config.generation_batch_size)
 
 
 def solve_problem(
@@ -185,14 +186,17 @@ def _search_row(problem: Problem, config: BenchConfig, pool, fragment_pool, poli
 
 
 def run_bench(config: BenchConfig, out: Path, on_row=None, on_start=None,
-              on_warning=None) -> dict:
+              on_warning=None, on_generated=None) -> dict:
     """Run (or resume) a benchmark; writes OUT (report JSON), OUT.rows.jsonl, OUT.csv, OUT.png.
 
     ``on_row(row, total)`` is called as each problem finishes (or is found done), ``on_start(id)``
     as a problem starts, ``on_warning(message)`` for a rows file that a killed run left with a
-    truncated last line (the line is dropped)."""
+    truncated last line (the line is dropped). A local model (``Policy.batches``) answers every
+    problem first, in batches, before anything is judged (generation never shares the GPU with
+    a timing); ``on_generated(done, total)`` after each batch."""
     from drtriton.judge import JudgeConfig, JudgePool
     from drtriton.judge.pair import environment_record
+    from drtriton.policy import Prefetched
 
     if config.suite == "synthetic":
         problems = synthetic_problems(config)
@@ -213,6 +217,8 @@ def run_bench(config: BenchConfig, out: Path, on_row=None, on_start=None,
         mode=config.mode,
         device=config.device,
         timeout_s=config.timeout_s,
+        time_compile=config.compile_baseline,
+        timing_budget_s=config.timing_budget_s,
         memory_limit_gb=config.memory_limit(device),
         unsafe_no_sandbox=config.unsafe_no_sandbox,
     )
@@ -241,6 +247,8 @@ def run_bench(config: BenchConfig, out: Path, on_row=None, on_start=None,
         # The policy is loaded once (a checkpoint read again for every problem costs its load
         # each time), and a wrong spec or path fails here, before anything is judged.
         policy = _policy(config, device, judge_config.precision) if todo else None
+        if policy is not None and policy.batches and not config.search:
+            policy = Prefetched(policy, [p.source for p in todo], on_generated)
         with ThreadPoolExecutor(max_workers=workers) as executor:
             def solve(problem: Problem) -> dict:
                 if on_start is not None:

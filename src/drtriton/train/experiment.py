@@ -11,7 +11,7 @@ GPU call's time limit resumes where it stopped; RL resumes from its checkpoint):
    same budget;
 5. ``eval_<stage>`` for ``untrained``, ``sft``, ``drpo``, ``grpo``, and ``drpo_search`` (the
    DRPO policy as the search's only candidate generator), each a benchmark of the held-out
-   programs;
+   programs, run as soon as its model exists (so a partial run has results);
 6. ``summary.json``: per level, per stage, ``accuracy``, ``mean_speedup_correct`` (over correct
    answers, against eager; null where nothing is timed, as on a CPU) and ``n``, with the RL steps'
    measured costs and the machine.
@@ -65,6 +65,13 @@ class ExperimentPlan:
     max_new_tokens: int = 2048
     temperature: float = 0.6
     search_wall_s: float = 120.0
+    # judging cost: timed calls per candidate for about this long (CUDA; the judge's default is
+    # 1 s), and the held-out evaluations' torch.compile baseline (the summary uses eager's)
+    pairs_timing_budget_s: float = 1.0
+    eval_timing_budget_s: float = 1.0
+    eval_compile_baseline: bool = True
+    generation_batch_size: int = 32  # held-out prompts a model samples at once
+    sft_fp32_weights: bool = True  # fp32 master weights under bf16 autocast (from scratch)
     judge_workers: int | None = None
     unsafe_no_sandbox: bool = False
 
@@ -104,21 +111,37 @@ def load_experiment(path: str | Path) -> ExperimentPlan:
 
 
 # ----------------------------------------------------------------------------- stages
-def run_experiment(plan: ExperimentPlan, say: Callable[[str], None] = print) -> dict:
-    """Run every stage not done yet; returns the summary (also written to ``plan.results``)."""
+# In order; each trained model's evaluation right after it, so a partial run has results.
+STAGE_NAMES = ("programs", "tokenizer", "untrained", "eval_untrained", "pairs", "sft",
+               "eval_sft", "drpo", "eval_drpo", "grpo", "eval_grpo", "eval_drpo_search")
+
+
+def _stage(name: str) -> Callable[[ExperimentPlan, Path], None]:
+    if name.startswith("eval_"):
+        return _evaluate(name.removeprefix("eval_"))
+    if name in ("drpo", "grpo"):
+        return _rl(name)
+    return {"programs": _programs, "tokenizer": _tokenizer, "untrained": _untrained,
+            "pairs": _pairs, "sft": _sft}[name]
+
+
+def run_experiment(plan: ExperimentPlan, say: Callable[[str], None] = print,
+                   until: str | None = None) -> dict:
+    """Run every stage not done yet, up to and including ``until`` (a ``STAGE_NAMES`` entry;
+    None: all); returns the summary (also written to ``plan.results``)."""
+    if until is not None and until not in STAGE_NAMES:
+        raise ValueError(f"unknown stage {until!r}; choose from {', '.join(STAGE_NAMES)}")
     out = Path(plan.out)
     out.mkdir(parents=True, exist_ok=True)
     (out / "plan.json").write_text(json.dumps(asdict(plan), indent=1))
-    steps = [("programs", _programs), ("tokenizer", _tokenizer), ("untrained", _untrained),
-             ("pairs", _pairs), ("sft", _sft), ("drpo", _rl("drpo")), ("grpo", _rl("grpo"))]
-    steps += [(f"eval_{stage}", _evaluate(stage)) for stage in STAGES]
+    names = STAGE_NAMES if until is None else STAGE_NAMES[:STAGE_NAMES.index(until) + 1]
     costs = _read_json(out / "stage_costs.json") or {}
-    for name, step in steps:
+    for name in names:
         if (out / f"{name}.done").exists():
             continue
         say(f"stage {name}")
         started = time.perf_counter()
-        step(plan, out)
+        _stage(name)(plan, out)
         costs[name] = round(time.perf_counter() - started, 3)
         (out / "stage_costs.json").write_text(json.dumps(costs, indent=1))
         (out / f"{name}.done").write_text("")
@@ -191,6 +214,7 @@ def _pairs(plan: ExperimentPlan, out: Path) -> None:
     counts = run_pairs(PairsConfig(str(out / "train_programs.jsonl"), str(out / "pairs.jsonl"),
                                    variants=plan.variants, device=plan.device,
                                    judge_workers=plan.judge_workers,
+                                   timing_budget_s=plan.pairs_timing_budget_s,
                                    unsafe_no_sandbox=plan.unsafe_no_sandbox))
     (out / "pairs_counts.json").write_text(json.dumps(counts, indent=1))
 
@@ -200,7 +224,8 @@ def _sft(plan: ExperimentPlan, out: Path) -> None:
 
     run_sft(SFTRunConfig(str(out / "untrained"), str(out / "pairs.jsonl"), str(out / "sft"),
                          max_steps=plan.sft_steps, batch_size=plan.sft_batch_size,
-                         lr=plan.sft_lr, max_length=plan.sft_max_length, seed=plan.seed))
+                         lr=plan.sft_lr, max_length=plan.sft_max_length, seed=plan.seed,
+                         fp32_weights=plan.sft_fp32_weights))
 
 
 def _rl(objective: str) -> Callable[[ExperimentPlan, Path], None]:
@@ -237,6 +262,9 @@ def _evaluate(stage: str) -> Callable[[ExperimentPlan, Path], None]:
                              search=stage.endswith("_search"), search_with_compiler=False,
                              search_wall_s=plan.search_wall_s, temperature=plan.temperature,
                              max_new_tokens=plan.max_new_tokens,
+                             generation_batch_size=plan.generation_batch_size,
+                             timing_budget_s=plan.eval_timing_budget_s,
+                             compile_baseline=plan.eval_compile_baseline,
                              unsafe_no_sandbox=plan.unsafe_no_sandbox)
         (out / "eval").mkdir(exist_ok=True)
         run_bench(config, out / "eval" / f"{stage}.json")

@@ -39,6 +39,8 @@ class PairsConfig:
     unsafe_no_sandbox: bool = False  # judge without bubblewrap (recorded in every verdict)
     temperature: float = 0.6
     max_new_tokens: int = 4096
+    chunk: int = 16  # programs answered, then judged together
+    timing_budget_s: float = 1.0  # timed calls per candidate for about this long (CUDA)
 
     def validate(self) -> None:
         kind, args = parse_policy_spec(self.teacher)  # ValueError naming the accepted specs
@@ -48,6 +50,8 @@ class PairsConfig:
             raise ValueError("samples must be at least 1")
         if self.variants < 1:
             raise ValueError("variants must be at least 1")
+        if self.chunk < 1 or self.timing_budget_s <= 0:
+            raise ValueError("chunk must be at least 1 and timing_budget_s positive")
         if self.variants > 1 and kind != "compiler":
             raise ValueError("--variants needs the compiler as teacher (--teacher compiler)")
 
@@ -89,46 +93,149 @@ def read_programs(path: str | Path) -> list[dict]:
 
 
 def run_pairs(config: PairsConfig, progress=None, on_skip=None) -> dict:
-    """Write verified pairs to ``config.out``; returns counts by outcome.
+    """Write verified pairs to ``config.out``; returns counts by outcome (this run's and, when
+    resuming, the earlier runs' together).
 
-    ``progress(done, total)`` is called after each program's answers are judged;
-    ``on_skip(program_id, reason)`` for a program skipped because it cannot be run, or the
-    teacher failed on it (counted as ``invalid_program`` or ``teacher_error``).
+    The programs of ``config.chunk`` at a time are answered, then judged together (every judge
+    sandbox busy). A run cut short resumes: ``OUT.programs.jsonl`` records each finished
+    program's outcome counts after its pairs are written, and a program without a record is
+    answered again (its pairs, if any reached OUT, dropped first).
+    ``progress(done, total)`` is called after each program; ``on_skip(program_id, reason)``
+    for a program skipped because it cannot be run or the teacher failed on it (counted as
+    ``invalid_program`` or ``teacher_error``).
     """
     from drtriton.judge import JudgeConfig, JudgePool
 
     config.validate()
     programs = read_programs(config.programs)
     judge_config = JudgeConfig(device=config.device, preset=config.judge_preset, time_compile=False,
+                               timing_budget_s=config.timing_budget_s,
                                unsafe_no_sandbox=config.unsafe_no_sandbox)
     device = judge_config.resolved_device()
-    teacher = load_policy(config.teacher, device, precision=judge_config.precision)
-    sampling = Sampling(temperature=config.temperature, max_new_tokens=config.max_new_tokens)
-    counts: Counter[str] = Counter()
     out = Path(config.out)
     out.parent.mkdir(parents=True, exist_ok=True)
-    with JudgePool(judge_config, config.judge_workers) as pool, out.open("w") as f:
-        for done, program in enumerate(programs, 1):
-            try:
-                if config.variants > 1:
-                    pairs = _variant_pairs(pool, teacher, config.variants, program, counts)
-                else:
-                    pair = _pair(pool, teacher, config.samples, sampling, program, counts)
-                    pairs = [pair] if pair is not None else []
-            except _Skipped as skipped:
-                counts[skipped.kind] += 1
-                if on_skip:
-                    on_skip(program["id"], skipped.reason)
-                pairs = []
-            for pair in pairs:
-                pair["teacher"] = config.teacher
-                f.write(json.dumps(pair, sort_keys=True) + "\n")
-                counts["pairs"] += 1
-            f.flush()
-            if progress:
-                progress(done, len(programs))
+    ledger = out.with_name(out.name + ".programs.jsonl")
+    finished = _resume(out, ledger)
+    counts: Counter[str] = Counter()
+    for record in finished.values():
+        counts.update(record["counts"])
+    todo = [p for p in programs if p["id"] not in finished]
+    done = len(programs) - len(todo)
+    if progress and done:
+        progress(done, len(programs))
+    if todo:
+        teacher = load_policy(config.teacher, device, precision=judge_config.precision)
+        sampling = Sampling(temperature=config.temperature, max_new_tokens=config.max_new_tokens)
+        with JudgePool(judge_config, config.judge_workers) as pool, \
+                out.open("a") as pairs_file, ledger.open("a") as ledger_file:
+            for start in range(0, len(todo), config.chunk):
+                chunk = todo[start:start + config.chunk]
+                for program, outcome in zip(chunk, _judge_chunk(pool, teacher, config, sampling,
+                                                                chunk), strict=True):
+                    pairs, mine = outcome
+                    if "skipped" in mine:
+                        kind, reason = mine.pop("skipped")
+                        mine[kind] = 1
+                        if on_skip:
+                            on_skip(program["id"], reason)
+                    for pair in pairs:
+                        pair["teacher"] = config.teacher
+                        pairs_file.write(json.dumps(pair, sort_keys=True) + "\n")
+                    mine["pairs"] = len(pairs)
+                    pairs_file.flush()
+                    ledger_file.write(json.dumps({"id": program["id"], "counts": mine}) + "\n")
+                    ledger_file.flush()
+                    counts.update(mine)
+                    done += 1
+                    if progress:
+                        progress(done, len(programs))
     counts["programs"] = len(programs)
-    return dict(counts)
+    return {k: v for k, v in counts.items() if v}
+
+
+def _resume(out: Path, ledger: Path) -> dict[str, dict]:
+    """The finished programs' records of an earlier run (none unless both files exist), after
+    dropping from ``out`` the pairs of programs that never finished (and a torn last line)."""
+    if not (out.exists() and ledger.exists()):
+        out.write_text("")
+        ledger.write_text("")
+        return {}
+    finished = {}
+    for line in ledger.read_text().splitlines():
+        try:
+            record = json.loads(line)
+        except json.JSONDecodeError:  # a torn last line: that program is done again
+            continue
+        finished[record["id"]] = record
+    kept = []
+    for line in out.read_text().splitlines():
+        try:
+            pair = json.loads(line)
+        except json.JSONDecodeError:
+            continue
+        if pair.get("program_id") in finished:
+            kept.append(line + "\n")
+    out.write_text("".join(kept))
+    ledger.write_text("".join(json.dumps(r) + "\n" for r in finished.values()))
+    return finished
+
+
+def _judge_chunk(pool, teacher: Policy, config: PairsConfig, sampling: Sampling,
+                 chunk: list[dict]) -> list[tuple[list[dict], dict]]:
+    """(pairs, outcome counts) of each program of ``chunk``: answers drawn program by program,
+    then every answer of the chunk judged at once, ``pool.size`` at a time."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    answered = []  # (program, [(index, answer, candidate)], counts)
+    for program in chunk:
+        mine: Counter[str] = Counter()
+        try:
+            if config.variants > 1:
+                answers = _variant_answers(teacher, config.variants, program)
+            else:
+                answers = _sampled_answers(teacher, config.samples, sampling, program)
+        except _Skipped as skipped:
+            answered.append((program, [], {"skipped": (skipped.kind, skipped.reason)}))
+            continue
+        answered.append((program, _parsed(answers, mine), mine))
+    jobs = [(i, item) for i, (_, items, _) in enumerate(answered) for item in items]
+    with ThreadPoolExecutor(max_workers=max(1, pool.size)) as executor:
+        verdicts = list(executor.map(
+            lambda job: _judge_one(pool, answered[job[0]][0], job[1][2]), jobs))
+    found: list[list[tuple[int, dict]]] = [[] for _ in answered]
+    for (i, (index, answer, _)), verdict in zip(jobs, verdicts, strict=True):
+        program, _, mine = answered[i]
+        if isinstance(verdict, _Skipped):
+            mine["skipped"] = (verdict.kind, str(verdict))
+            continue
+        mine[verdict.status] += 1
+        if verdict.ok:
+            found[i].append((index, {"program_id": program["id"], "level": program["level"],
+                                     "source": program["source"], "answer": answer,
+                                     "verdict": verdict.to_dict()}))
+    return [_outcome(config, pairs, dict(mine))
+            for (_, _, mine), pairs in zip(answered, found, strict=True)]
+
+
+def _outcome(config: PairsConfig, found: list[tuple[int, dict]], mine: dict):
+    """The pairs one program keeps: with variants every verified one (with its index), else the
+    first verified answer; a program found invalid keeps none."""
+    if "skipped" in mine:
+        return [], mine
+    found.sort(key=lambda item: item[0])
+    if config.variants > 1:
+        return [pair | {"variant": index} for index, pair in found], mine
+    return [pair for _, pair in found[:1]], mine
+
+
+def _judge_one(pool, program: dict, candidate: str):
+    """The verdict, or ``_Skipped`` when the program itself cannot be run."""
+    from drtriton.program import ProgramError  # the judge's InvalidReferenceError is one
+
+    try:
+        return pool.verify(program["source"], candidate)
+    except ProgramError as exc:
+        return _Skipped("invalid_program", str(exc))
 
 
 class _Skipped(Exception):
@@ -137,48 +244,32 @@ class _Skipped(Exception):
         self.kind, self.reason = kind, reason
 
 
-def _pair(pool, teacher: Policy, n: int, sampling: Sampling, program: dict,
-          counts: Counter) -> dict | None:
-    """The first verified pair of one program, or None; ``_Skipped`` when the program cannot be
-    run or the teacher fails on it: one bad program must not end the run. Repeated answers (the
-    compiler's ``n`` copies of one) are judged once."""
+def _sampled_answers(teacher: Policy, n: int, sampling: Sampling, program: dict) -> list[str]:
+    """The teacher's ``n`` answers to one program, each distinct one once (the compiler's ``n``
+    copies of one are judged once); ``_Skipped`` when the teacher fails on it: one bad program
+    must not end the run."""
     try:
         answers = teacher.generate([program["source"]], n, sampling)[0]
     except Exception as exc:  # noqa: BLE001 - reported with its program, like a bench row
         raise _Skipped("teacher_error", f"the teacher failed: {type(exc).__name__}: {exc}") from exc
-    verified = _verified(pool, program, list(dict.fromkeys(answers)), counts)
-    return verified[0][1] if verified else None
+    return list(dict.fromkeys(answers))
 
 
-def _variant_pairs(pool, teacher, count: int, program: dict, counts: Counter) -> list[dict]:
-    """Every verified one of the compiler's distinct translations of one program, each with
-    its index (``variant``) and its verdict (on a GPU, its time: the variants rank by speed)."""
+def _variant_answers(teacher, count: int, program: dict) -> list[str]:
+    """The compiler's distinct translations of one program (``CompilerPolicy.variants``); on a
+    GPU the verdicts' times rank them by speed."""
     answers = [teacher.as_answer(c) for c in teacher.variants(program["source"], count)]
     if not answers:
         raise _Skipped("teacher_error", "the compiler cannot convert this program")
-    return [pair | {"variant": index} for index, pair in _verified(pool, program, answers, counts)]
+    return answers
 
 
-def _verified(pool, program: dict, answers: list[str], counts: Counter) -> list[tuple[int, dict]]:
-    """(index among ``answers``, pair record) of every answer that parses and is verified, all
-    judged together; ``_Skipped`` when the program itself cannot be run."""
-    from drtriton.program import ProgramError  # the judge's InvalidReferenceError is one
-
-    candidates = []
+def _parsed(answers: list[str], counts: Counter) -> list[tuple[int, str, str]]:
+    """(index, answer, candidate source) of each answer that parses; the rest are counted."""
+    found = []
     for index, answer in enumerate(answers):
         try:
-            candidates.append((index, answer, parse_answer(answer)))
+            found.append((index, answer, parse_answer(answer)))
         except AnswerParseError:
             counts["unparsed"] += 1
-    try:
-        verdicts = pool.verify_many([(program["source"], c) for _, _, c in candidates])
-    except ProgramError as exc:
-        raise _Skipped("invalid_program", str(exc)) from exc
-    found = []
-    for (index, answer, _), verdict in zip(candidates, verdicts, strict=True):
-        counts[verdict.status] += 1
-        if verdict.ok:
-            found.append((index, {"program_id": program["id"], "level": program["level"],
-                                  "source": program["source"], "answer": answer,
-                                  "verdict": verdict.to_dict()}))
     return found

@@ -149,15 +149,17 @@ def _fmt(x: float | None) -> str:
     return "nan" if x is None or not math.isfinite(x) else f"{x:.4g}"
 
 
-def learn_command(plan_path: Path, console: Console) -> str:
-    from drtriton.train.experiment import STAGES, load_experiment, run_experiment
+def learn_command(plan_path: Path, until: str | None, console: Console) -> str:
+    from drtriton.train.experiment import STAGE_NAMES, STAGES, load_experiment, run_experiment
 
     _need_file(plan_path, "plan file")
+    if until is not None and until not in STAGE_NAMES:
+        raise UsageError(f"--until: unknown stage {until!r}; choose from {', '.join(STAGE_NAMES)}")
     try:
         plan = load_experiment(plan_path)
     except ValueError as exc:
         raise UsageError(str(exc)) from None
-    summary = run_experiment(plan, lambda line: console.print(line))
+    summary = run_experiment(plan, lambda line: console.print(line), until)
     lines = []
     for level, stages in summary["levels"].items():
         shown = ", ".join(f"{s} {_fmt_rate(stages[s]['accuracy'])}" for s in STAGES)

@@ -35,6 +35,10 @@ class SFTRunConfig:
     lora_rank: int = 16
     seed: int = 0
     bf16: bool | None = None  # None: on when CUDA is available
+    # with bf16: weights and optimizer state in fp32 under bf16 autocast (a small model trained
+    # from scratch, where bf16 weights lose small updates); False: weights in bf16 (a 7B model,
+    # whose fp32 weights and AdamW state would not fit beside its activations)
+    fp32_weights: bool = False
 
 
 def read_pairs(path: str | Path) -> list[dict]:
@@ -66,9 +70,8 @@ def run_sft(config: SFTRunConfig) -> dict:
     tokenizer = AutoTokenizer.from_pretrained(config.model)
     cuda = torch.cuda.is_available()
     bf16 = cuda if config.bf16 is None else config.bf16
-    model = AutoModelForCausalLM.from_pretrained(
-        config.model, dtype=torch.bfloat16 if bf16 else torch.float32
-    )
+    weights = torch.bfloat16 if bf16 and not config.fp32_weights else torch.float32
+    model = AutoModelForCausalLM.from_pretrained(config.model, dtype=weights)
     args = SFTConfig(
         output_dir=str(Path(config.out) / "trainer"),
         max_steps=config.max_steps,
