@@ -353,6 +353,25 @@ def test_pairs_resumes_a_run_cut_short_without_repeating_a_pair(tmp_path, fake_j
     assert sorted(out.read_text().splitlines()) == sorted(first.splitlines())
 
 
+def test_pairs_judges_only_the_sample_it_is_asked_to(tmp_path, fake_judge):
+    from drtriton.train.pairs import PairsConfig, in_sample, run_pairs
+
+    programs, out = stored_programs(6), tmp_path / "pairs.jsonl"
+    path = tmp_path / "programs.jsonl"
+    path.write_text("".join(json.dumps(r) + "\n" for r in programs))
+    counts = run_pairs(PairsConfig(str(path), str(out), device="cpu", verify_fraction=0.5))
+    sampled = [in_sample(r["id"], 0.5) for r in programs]
+    assert 0 < sum(sampled) < 6  # the fixture's ids give a mixed sample
+    pairs = [json.loads(line) for line in out.read_text().splitlines()]
+    assert len(fake_judge.judged) == sum(sampled) and len(pairs) == 6
+    assert [p["verdict"] is None for p in pairs] == [not s for s in sampled]
+    assert counts["unverified"] == 6 - sum(sampled) and counts["correct"] == sum(sampled)
+    with pytest.raises(ValueError, match="verify_fraction"):
+        PairsConfig(str(path), str(out), verify_fraction=0.0).validate()
+    with pytest.raises(ValueError, match="compiler as teacher"):
+        PairsConfig(str(path), str(out), teacher="openai:u#m", verify_fraction=0.5).validate()
+
+
 # ----------------------------------------------------------------------------- training
 def test_sft_refuses_batch_size_zero_before_creating_its_folder(tmp_path):
     (tmp_path / "p.jsonl").write_text('{"source": "x", "answer": "y"}\n')

@@ -290,6 +290,9 @@ def sample_token_ids(
             )
         model.train(was_training)
     completions = out[:, width:].tolist()
+    del out
+    if device.type == "cuda":  # the cache's growth leaves GBs reserved that the judge may need
+        torch.cuda.empty_cache()
     result = []
     for i in range(len(prompts)):
         group = []

@@ -6,7 +6,8 @@ GPU call's time limit resumes where it stopped; RL resumes from its checkpoint):
 1. ``programs``: training programs (training seed; never the held-out seed) and the held-out
    evaluation programs (``HELD_OUT_SEED``), synthesized or copied from the plan's files;
 2. ``tokenizer`` on the training programs; ``untrained``: a random model of the preset;
-3. ``pairs`` with the compiler as teacher (``variants`` per program, every one verified);
+3. ``pairs`` with the compiler as teacher (``variants`` per program; every one verified, or
+   those of a fixed sample of ``pairs_verify_fraction`` of the programs);
 4. ``sft`` from the untrained model; ``drpo`` and ``grpo`` from the same SFT checkpoint with the
    same budget;
 5. ``eval_<stage>`` for ``untrained``, ``sft``, ``drpo``, ``grpo``, and ``drpo_search`` (the
@@ -68,6 +69,7 @@ class ExperimentPlan:
     # judging cost: timed calls per candidate for about this long (CUDA; the judge's default is
     # 1 s), and the held-out evaluations' torch.compile baseline (the summary uses eager's)
     pairs_timing_budget_s: float = 1.0
+    pairs_verify_fraction: float = 1.0  # judge this fixed sample of the programs' variants
     eval_timing_budget_s: float = 1.0
     eval_compile_baseline: bool = True
     generation_batch_size: int = 32  # held-out prompts a model samples at once
@@ -215,6 +217,7 @@ def _pairs(plan: ExperimentPlan, out: Path) -> None:
                                    variants=plan.variants, device=plan.device,
                                    judge_workers=plan.judge_workers,
                                    timing_budget_s=plan.pairs_timing_budget_s,
+                                   verify_fraction=plan.pairs_verify_fraction,
                                    unsafe_no_sandbox=plan.unsafe_no_sandbox))
     (out / "pairs_counts.json").write_text(json.dumps(counts, indent=1))
 

@@ -3,7 +3,9 @@
 Rejection sampling: the teacher, named like every policy (``compiler``, ``hf:MODEL_DIR``,
 ``openai:BASE_URL#MODEL``; ``drtriton.policy.load_policy``), writes ``samples`` answers per
 program (the compiler is deterministic: its one answer is judged once), each parsed answer is
-judged, and the first correct one per program is written as a pair with its verdict. Output: one
+judged, and the first correct one per program is written as a pair with its verdict (with the
+compiler as teacher, ``verify_fraction`` below 1 judges only a fixed sample of the programs and
+writes the others' answers with a null verdict). Output: one
 JSON record a line with ``program_id``, ``level``, ``source`` (the PyTorch program), ``answer``
 (the assistant text the SFT stage trains on), ``teacher`` (the spec) and ``verdict``.
 
@@ -14,6 +16,7 @@ JSON record a line with ``program_id``, ``level``, ``source`` (the PyTorch progr
 
 from __future__ import annotations
 
+import hashlib
 import json
 from collections import Counter
 from dataclasses import dataclass
@@ -41,6 +44,10 @@ class PairsConfig:
     max_new_tokens: int = 4096
     chunk: int = 16  # programs answered, then judged together
     timing_budget_s: float = 1.0  # timed calls per candidate for about this long (CUDA)
+    # with the compiler as teacher: judge the answers of this fraction of the programs (a
+    # sample fixed by each program's id), keep the others' answers unjudged (``verdict`` null,
+    # counted as ``unverified``); the sample's verdicts measure the teacher's error rate
+    verify_fraction: float = 1.0
 
     def validate(self) -> None:
         kind, args = parse_policy_spec(self.teacher)  # ValueError naming the accepted specs
@@ -52,6 +59,10 @@ class PairsConfig:
             raise ValueError("variants must be at least 1")
         if self.chunk < 1 or self.timing_budget_s <= 0:
             raise ValueError("chunk must be at least 1 and timing_budget_s positive")
+        if not 0.0 < self.verify_fraction <= 1.0:
+            raise ValueError(f"verify_fraction must be in (0, 1], got {self.verify_fraction}")
+        if self.verify_fraction < 1.0 and kind != "compiler":
+            raise ValueError("unjudged pairs need the compiler as teacher (verify_fraction 1)")
         if self.variants > 1 and kind != "compiler":
             raise ValueError("--variants needs the compiler as teacher (--teacher compiler)")
 
@@ -195,14 +206,21 @@ def _judge_chunk(pool, teacher: Policy, config: PairsConfig, sampling: Sampling,
             else:
                 answers = _sampled_answers(teacher, config.samples, sampling, program)
         except _Skipped as skipped:
-            answered.append((program, [], {"skipped": (skipped.kind, skipped.reason)}))
+            answered.append((program, [], Counter({"skipped": (skipped.kind, skipped.reason)})))
             continue
         answered.append((program, _parsed(answers, mine), mine))
-    jobs = [(i, item) for i, (_, items, _) in enumerate(answered) for item in items]
+    judged = [in_sample(program["id"], config.verify_fraction) for program, _, _ in answered]
+    jobs = [(i, item) for i, (_, items, _) in enumerate(answered) if judged[i] for item in items]
     with ThreadPoolExecutor(max_workers=max(1, pool.size)) as executor:
         verdicts = list(executor.map(
             lambda job: _judge_one(pool, answered[job[0]][0], job[1][2]), jobs))
     found: list[list[tuple[int, dict]]] = [[] for _ in answered]
+    for i, (program, items, mine) in enumerate(answered):
+        if not judged[i]:
+            mine["unverified"] += len(items)
+            found[i] = [(index, {"program_id": program["id"], "level": program["level"],
+                                 "source": program["source"], "answer": answer, "verdict": None})
+                        for index, answer, _ in items]
     for (i, (index, answer, _)), verdict in zip(jobs, verdicts, strict=True):
         program, _, mine = answered[i]
         if isinstance(verdict, _Skipped):
@@ -215,6 +233,14 @@ def _judge_chunk(pool, teacher: Policy, config: PairsConfig, sampling: Sampling,
                                      "verdict": verdict.to_dict()}))
     return [_outcome(config, pairs, dict(mine))
             for (_, _, mine), pairs in zip(answered, found, strict=True)]
+
+
+def in_sample(program_id: str, fraction: float) -> bool:
+    """Whether a program is among the judged ``fraction`` (a pure function of its id)."""
+    if fraction >= 1.0:
+        return True
+    digest = hashlib.sha256(program_id.encode()).digest()
+    return int.from_bytes(digest[:8], "big") < fraction * 2**64
 
 
 def _outcome(config: PairsConfig, found: list[tuple[int, dict]], mine: dict):
