@@ -382,3 +382,19 @@ def test_pairs_writes_every_verified_compiler_variant(tmp_path):
     assert all(p["verdict"]["status"] == "correct" for p in pairs)
     refused = CliRunner().invoke(app, [*base, "--variants", "2", "--teacher", "openai:u#m"])
     assert refused.exit_code == 2 and "--variants needs the compiler" in refused.output
+
+
+def test_pairs_compiles_variants_in_processes_as_it_does_in_process():
+    """A process pool of compilers (the GPU's default) gives the same answers, in order."""
+    from compiler_cases.harness import program
+    from drtriton.policy import CompilerPolicy
+    from drtriton.train.pairs import PairsConfig, _compile_variants, _compilers
+
+    sources = [program(f"return torch.relu(torch.matmul(a, b)) * {k}", [(8, 12), (12, 6)])
+               for k in (2, 3)]
+    teacher = CompilerPolicy(device="cpu")
+    with _compilers(PairsConfig("p", "o", variants=3, compile_workers=2), "cpu") as pool:
+        assert pool is not None
+        compiled = list(pool.map(_compile_variants, [teacher] * 2, sources, [3, 3]))
+    assert compiled == [_compile_variants(teacher, s, 3) for s in sources]
+    assert all(len(answers) >= 2 for answers in compiled)

@@ -42,7 +42,10 @@ class PairsConfig:
     unsafe_no_sandbox: bool = False  # judge without bubblewrap (recorded in every verdict)
     temperature: float = 0.6
     max_new_tokens: int = 4096
-    chunk: int = 16  # programs answered, then judged together
+    chunk: int = 64  # programs answered, then judged together
+    # processes compiling the compiler's variants side by side (None: half the cores, at most
+    # 8, on a GPU, where a chunk's compiles would otherwise leave the judge idle; 1 on a CPU)
+    compile_workers: int | None = None
     timing_budget_s: float = 1.0  # timed calls per candidate for about this long (CUDA)
     # with the compiler as teacher: judge the answers of this fraction of the programs (a
     # sample fixed by each program's id), keep the others' answers unjudged (``verdict`` null,
@@ -138,11 +141,12 @@ def run_pairs(config: PairsConfig, progress=None, on_skip=None) -> dict:
         teacher = load_policy(config.teacher, device, precision=judge_config.precision)
         sampling = Sampling(temperature=config.temperature, max_new_tokens=config.max_new_tokens)
         with JudgePool(judge_config, config.judge_workers) as pool, \
+                _compilers(config, device) as compilers, \
                 out.open("a") as pairs_file, ledger.open("a") as ledger_file:
             for start in range(0, len(todo), config.chunk):
                 chunk = todo[start:start + config.chunk]
-                for program, outcome in zip(chunk, _judge_chunk(pool, teacher, config, sampling,
-                                                                chunk), strict=True):
+                outcomes = _judge_chunk(pool, teacher, config, sampling, chunk, compilers)
+                for program, outcome in zip(chunk, outcomes, strict=True):
                     pairs, mine = outcome
                     if "skipped" in mine:
                         kind, reason = mine.pop("skipped")
@@ -191,18 +195,46 @@ def _resume(out: Path, ledger: Path) -> dict[str, dict]:
     return finished
 
 
+def _compilers(config: PairsConfig, device: str):
+    """A process pool for the compiler's variants (a context manager; a null one for one
+    worker or another teacher). Spawned, not forked: the parent runs judge threads."""
+    import contextlib
+    import multiprocessing
+    import os
+    from concurrent.futures import ProcessPoolExecutor
+
+    workers = config.compile_workers
+    if workers is None:
+        workers = min(8, max(1, (os.cpu_count() or 2) // 2)) if device != "cpu" else 1
+    if config.variants <= 1 or workers <= 1:
+        return contextlib.nullcontext()
+    return ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("spawn"))
+
+
+def _compile_variants(teacher, source: str, count: int) -> list[str]:
+    """``teacher.variants`` as answers (a process pool's job; an empty list: none)."""
+    return [teacher.as_answer(c) for c in teacher.variants(source, count)]
+
+
 def _judge_chunk(pool, teacher: Policy, config: PairsConfig, sampling: Sampling,
-                 chunk: list[dict]) -> list[tuple[list[dict], dict]]:
-    """(pairs, outcome counts) of each program of ``chunk``: answers drawn program by program,
-    then every answer of the chunk judged at once, ``pool.size`` at a time."""
+                 chunk: list[dict], compilers=None) -> list[tuple[list[dict], dict]]:
+    """(pairs, outcome counts) of each program of ``chunk``: answers drawn (the compiler's
+    variants by ``compilers``, a process pool, when given), then every answer of the chunk
+    judged at once, ``pool.size`` at a time."""
     from concurrent.futures import ThreadPoolExecutor
 
+    compiled = None
+    if config.variants > 1 and compilers is not None:
+        compiled = list(compilers.map(_compile_variants, [teacher] * len(chunk),
+                                      [p["source"] for p in chunk],
+                                      [config.variants] * len(chunk)))
     answered = []  # (program, [(index, answer, candidate)], counts)
-    for program in chunk:
+    for i, program in enumerate(chunk):
         mine: Counter[str] = Counter()
         try:
             if config.variants > 1:
-                answers = _variant_answers(teacher, config.variants, program)
+                answers = _variant_answers(teacher, config.variants, program,
+                                           compiled[i] if compiled is not None else None)
             else:
                 answers = _sampled_answers(teacher, config.samples, sampling, program)
         except _Skipped as skipped:
@@ -281,10 +313,13 @@ def _sampled_answers(teacher: Policy, n: int, sampling: Sampling, program: dict)
     return list(dict.fromkeys(answers))
 
 
-def _variant_answers(teacher, count: int, program: dict) -> list[str]:
-    """The compiler's distinct translations of one program (``CompilerPolicy.variants``); on a
-    GPU the verdicts' times rank them by speed."""
-    answers = [teacher.as_answer(c) for c in teacher.variants(program["source"], count)]
+def _variant_answers(teacher, count: int, program: dict,
+                     compiled: list[str] | None = None) -> list[str]:
+    """The compiler's distinct translations of one program (``CompilerPolicy.variants``, or
+    ``compiled``, their answers made elsewhere); on a GPU the verdicts' times rank them."""
+    if compiled is None:
+        compiled = _compile_variants(teacher, program["source"], count)
+    answers = compiled
     if not answers:
         raise _Skipped("teacher_error", "the compiler cannot convert this program")
     return answers
