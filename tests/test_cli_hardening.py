@@ -324,6 +324,14 @@ def test_a_bad_program_is_a_bench_row_and_a_rerun_skips_it(tmp_path, fake_judge)
     assert len((tmp_path / "r.json.rows.jsonl").read_text().splitlines()) == 2
 
 
+def test_bench_creates_the_folder_of_its_report(tmp_path, fake_judge):
+    out = tmp_path / "new" / "deeper" / "r.json"
+    result = invoke("bench", "--programs", programs_with_a_bad_one(tmp_path), "--levels", 1,
+                    "--num", 2, "--device", "cpu", "--out", out)
+    assert result.exit_code == 0, result.output
+    assert (out.parent / "r.json.rows.jsonl").exists() and out.exists()
+
+
 def test_a_bad_program_is_skipped_by_pairs(tmp_path, fake_judge):
     out = tmp_path / "pairs.jsonl"
     result = invoke("pairs", "--programs", programs_with_a_bad_one(tmp_path), "--out", out,

@@ -207,6 +207,7 @@ def run_bench(config: BenchConfig, out: Path, on_row=None, on_start=None,
     else:
         raise ValueError(f"unknown suite {config.suite!r}; use synthetic or kernelbench")
     rows_path = out.with_name(out.name + ".rows.jsonl")
+    out.parent.mkdir(parents=True, exist_ok=True)  # the report's folder may not exist yet
     if config.search and config.search_cache is None:
         config = dataclasses.replace(
             config, search_cache=str(out.with_name(out.name + ".search.sqlite"))
