@@ -225,21 +225,25 @@ def test_bench_loads_an_llm_policy_once(tmp_path, monkeypatch):
     from drtriton.bench import BenchConfig, run_bench
     from drtriton.policy import CompilerPolicy, Policy
 
-    loads = []
+    loads, calls = [], []
 
     class CountedPolicy(Policy):
+        batches = True  # a local model: every problem's answer drawn ahead, in one batch
+
         def generate(self, sources, n, sampling):
+            calls.append(len(sources))
             return [[CompilerPolicy().answer(s)] * n for s in sources]
 
-    def load(spec, device="cpu", mode="strict", precision="fp32", sampling=None):
-        loads.append(spec)
+    def load(spec, device="cpu", mode="strict", precision="fp32", sampling=None, batch_size=4):
+        loads.append((spec, batch_size))
         return CountedPolicy()
 
     monkeypatch.setattr(drtriton.policy, "load_policy", load)
     config = BenchConfig(levels=(1,), num=2, device="cpu", policy="hf:/some/checkpoint")
     report = run_bench(config, tmp_path / "r.json")
     assert report["summary"]["all"]["accuracy"] == 1.0
-    assert loads == ["hf:/some/checkpoint"]
+    assert loads == [("hf:/some/checkpoint", config.generation_batch_size)]
+    assert calls == [2]  # both problems' answers in one generate call, none per problem
 
 
 def test_bench_with_a_policy_that_cannot_load_fails_before_judging(tmp_path):

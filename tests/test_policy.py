@@ -233,3 +233,18 @@ def test_hf_policy_samples_n_answers(tmp_path):
         assert worker.is_alive() and not done  # waits while another call holds the policy
     worker.join(timeout=60)
     assert len(done) == 1
+
+
+def test_shape_notes_state_each_inputs_and_ops_shape_before_the_code():
+    from drtriton.compiler.capture import capture
+    from drtriton.compiler.notes import shape_notes
+
+    source = PROGRAM.replace("torch.relu(x)", "torch.relu(x).sum(dim=1)")
+    notes = shape_notes(capture(source))
+    lines = notes.splitlines()
+    assert lines[0].startswith("x: float32[") and lines[-1].startswith("returns ")
+    assert any(line.startswith("relu = relu(x): float32[") for line in lines)
+    answer = CompilerPolicy(device="cpu", shape_notes=True).generate([source], 1, Sampling())[0][0]
+    assert "Shapes:\n" + notes in answer and answer.index("Shapes:") < answer.index("```python")
+    plain = CompilerPolicy(device="cpu").generate([source], 1, Sampling())[0][0]
+    assert parse_answer(answer) == parse_answer(plain) and "Shapes:" not in plain

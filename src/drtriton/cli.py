@@ -606,6 +606,11 @@ def pairs(
     judge_workers: int = typer.Option(
         None, min=1, help="Parallel judge sandboxes (default: per device)."),
     temperature: float = typer.Option(0.6, help="Sampling temperature (LLM teachers)."),
+    shape_notes: bool = typer.Option(
+        False, help="With the compiler as teacher: answers state the shapes before the code."),
+    verify_fraction: float = typer.Option(
+        1.0, help="With the compiler as teacher: judge this fixed share of the programs "
+                  "(the rest are written unjudged, verdict null)."),
     unsafe_no_sandbox: bool = typer.Option(False, "--unsafe-no-sandbox", help=UNSAFE_HELP),
 ) -> None:
     """Run a teacher on programs and keep only judge-verified answers (warm-up pairs).
@@ -618,7 +623,8 @@ def pairs(
     _check_writable(out)
     config = PairsConfig(str(programs), str(out), teacher, samples, device=device,
                          judge_workers=judge_workers, temperature=temperature,
-                         unsafe_no_sandbox=unsafe_no_sandbox, variants=variants)
+                         unsafe_no_sandbox=unsafe_no_sandbox, variants=variants,
+                         shape_notes=shape_notes, verify_fraction=verify_fraction)
     _run_training(pairs_command, config)
 
 

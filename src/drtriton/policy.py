@@ -138,6 +138,7 @@ class CompilerPolicy(Policy):
     mode: str = "strict"
     precision: str = "fp32"
     tuning_cache: str | None = None  # convert-time measurements (compiler.tune.TuningCache)
+    shape_notes: bool = False  # answers state the program's shapes before the code
 
     def answer(self, source: str) -> str:
         from drtriton.compiler import CompilerConfig, UnsupportedOperatorError, compile_program
@@ -147,12 +148,25 @@ class CompilerPolicy(Policy):
             candidate = compile_program(source, config)
         except UnsupportedOperatorError as exc:
             return f"The built-in compiler cannot convert this program: {exc}"
-        return self.as_answer(candidate)
+        return self.as_answer(candidate, source)
 
-    @staticmethod
-    def as_answer(candidate: str) -> str:
-        """A translation of the compiler as the assistant's answer (what SFT trains on)."""
-        return format_answer(candidate, "Translation by drtriton's built-in compiler.")
+    def as_answer(self, candidate: str, source: str | None = None) -> str:
+        """A translation of the compiler as the assistant's answer (what SFT trains on); with
+        ``shape_notes`` and the program's ``source``, its shapes first (``compiler.notes``)."""
+        return self.as_answers([candidate], source)[0]
+
+    def as_answers(self, candidates: Sequence[str], source: str | None = None) -> list[str]:
+        """``as_answer`` of several translations of one program (its notes made once)."""
+        reasoning = "Translation by drtriton's built-in compiler."
+        if self.shape_notes and source is not None:
+            from drtriton.compiler.capture import capture
+            from drtriton.compiler.notes import shape_notes
+
+            try:
+                reasoning += "\n\nShapes:\n" + shape_notes(capture(source))
+            except Exception:  # noqa: BLE001 - a program it cannot capture: no notes
+                pass
+        return [format_answer(c, reasoning) for c in candidates]
 
     def generate(self, sources: Sequence[str], n: int, sampling: Sampling) -> list[list[str]]:
         return [[self.answer(s)] * n for s in sources]

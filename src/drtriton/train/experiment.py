@@ -70,6 +70,7 @@ class ExperimentPlan:
     # 1 s), and the held-out evaluations' torch.compile baseline (the summary uses eager's)
     pairs_timing_budget_s: float = 1.0
     pairs_verify_fraction: float = 1.0  # judge this fixed sample of the programs' variants
+    pairs_shape_notes: bool = False  # the teacher's answers state the shapes before the code
     eval_timing_budget_s: float = 1.0
     eval_compile_baseline: bool = True
     generation_batch_size: int = 32  # held-out prompts a model samples at once
@@ -218,6 +219,7 @@ def _pairs(plan: ExperimentPlan, out: Path) -> None:
                                    judge_workers=plan.judge_workers,
                                    timing_budget_s=plan.pairs_timing_budget_s,
                                    verify_fraction=plan.pairs_verify_fraction,
+                                   shape_notes=plan.pairs_shape_notes,
                                    unsafe_no_sandbox=plan.unsafe_no_sandbox))
     (out / "pairs_counts.json").write_text(json.dumps(counts, indent=1))
 

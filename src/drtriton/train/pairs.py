@@ -16,6 +16,7 @@ JSON record a line with ``program_id``, ``level``, ``source`` (the PyTorch progr
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
 from collections import Counter
@@ -51,6 +52,9 @@ class PairsConfig:
     # sample fixed by each program's id), keep the others' answers unjudged (``verdict`` null,
     # counted as ``unverified``); the sample's verdicts measure the teacher's error rate
     verify_fraction: float = 1.0
+    # with the compiler as teacher: each answer states the program's shapes (every input's and
+    # op's result) before its code (``CompilerPolicy.shape_notes``)
+    shape_notes: bool = False
 
     def validate(self) -> None:
         kind, args = parse_policy_spec(self.teacher)  # ValueError naming the accepted specs
@@ -66,6 +70,8 @@ class PairsConfig:
             raise ValueError(f"verify_fraction must be in (0, 1], got {self.verify_fraction}")
         if self.verify_fraction < 1.0 and kind != "compiler":
             raise ValueError("unjudged pairs need the compiler as teacher (verify_fraction 1)")
+        if self.shape_notes and kind != "compiler":
+            raise ValueError("shape notes need the compiler as teacher")
         if self.variants > 1 and kind != "compiler":
             raise ValueError("--variants needs the compiler as teacher (--teacher compiler)")
 
@@ -139,6 +145,8 @@ def run_pairs(config: PairsConfig, progress=None, on_skip=None) -> dict:
         progress(done, len(programs))
     if todo:
         teacher = load_policy(config.teacher, device, precision=judge_config.precision)
+        if config.shape_notes:
+            teacher = dataclasses.replace(teacher, shape_notes=True)
         sampling = Sampling(temperature=config.temperature, max_new_tokens=config.max_new_tokens)
         with JudgePool(judge_config, config.judge_workers) as pool, \
                 _compilers(config, device) as compilers, \
@@ -213,7 +221,7 @@ def _compilers(config: PairsConfig, device: str):
 
 def _compile_variants(teacher, source: str, count: int) -> list[str]:
     """``teacher.variants`` as answers (a process pool's job; an empty list: none)."""
-    return [teacher.as_answer(c) for c in teacher.variants(source, count)]
+    return teacher.as_answers(teacher.variants(source, count), source)
 
 
 def _judge_chunk(pool, teacher: Policy, config: PairsConfig, sampling: Sampling,

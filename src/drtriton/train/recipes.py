@@ -93,7 +93,11 @@ def pairs_command(config, console: Console) -> str:
         except ValueError as exc:
             raise UsageError(str(exc)) from None
     detail = ", ".join(f"{k}={v}" for k, v in sorted(counts.items()))
-    return f"wrote {counts.get('pairs', 0)} verified pairs to {config.out} ({detail})"
+    pairs, unjudged = counts.get("pairs", 0), counts.get("unverified", 0)
+    if unjudged:
+        return (f"wrote {pairs} pairs, {pairs - unjudged} of them verified, to {config.out} "
+                f"({detail})")
+    return f"wrote {pairs} verified pairs to {config.out} ({detail})"
 
 
 def sft_command(config, console: Console) -> str:
