@@ -248,3 +248,19 @@ def test_shape_notes_state_each_inputs_and_ops_shape_before_the_code():
     assert "Shapes:\n" + notes in answer and answer.index("Shapes:") < answer.index("```python")
     plain = CompilerPolicy(device="cpu").generate([source], 1, Sampling())[0][0]
     assert parse_answer(answer) == parse_answer(plain) and "Shapes:" not in plain
+
+
+def test_the_static_cache_draws_the_same_tokens_and_forced_lengths_hold(tmp_path):
+    from drtriton.policy import prompt_ids, sample_token_ids
+    from drtriton.train.model import init_model
+
+    directory = init_model(tmp_path / "tiny", "tiny")
+    policy = HFPolicy(str(directory), device="cpu")
+    prompts = [prompt_ids(policy.tokenizer, PROGRAM), prompt_ids(policy.tokenizer, PROGRAM)[3:]]
+    greedy = Sampling(temperature=0.0, max_new_tokens=12)
+    grown = sample_token_ids(policy.model, policy.tokenizer, prompts, 1, greedy)
+    static = sample_token_ids(policy.model, policy.tokenizer, prompts, 1, greedy, static_cache=True)
+    assert static == grown
+    forced = sample_token_ids(policy.model, policy.tokenizer, prompts, 1, greedy,
+                              min_new_tokens=12)
+    assert all(len(group[0]) == 12 for group in forced)

@@ -267,11 +267,14 @@ def prompt_ids(tokenizer: Any, source: str) -> list[int]:
 
 
 def sample_token_ids(
-    model: Any, tokenizer: Any, prompts: Sequence[list[int]], n: int, sampling: Sampling
+    model: Any, tokenizer: Any, prompts: Sequence[list[int]], n: int, sampling: Sampling,
+    static_cache: bool = False, min_new_tokens: int = 0,
 ) -> list[list[list[int]]]:
     """Sample ``n`` completions (token ids, eos included when produced) per prompt.
 
-    Prompts are left-padded into one batch; ``model`` may be on any device.
+    Prompts are left-padded into one batch; ``model`` may be on any device. ``static_cache``:
+    transformers' preallocated KV cache (on CUDA it compiles the decoding step), the same tokens
+    as the default growing cache; ``min_new_tokens`` forces lengths (timing probes).
     """
     import torch
 
@@ -301,6 +304,8 @@ def sample_token_ids(
                 num_return_sequences=n,
                 pad_token_id=pad,
                 eos_token_id=tokenizer.eos_token_id,
+                cache_implementation="static" if static_cache else None,
+                min_new_tokens=min_new_tokens or None,
             )
         model.train(was_training)
     completions = out[:, width:].tolist()
