@@ -54,6 +54,9 @@ def test_the_toy_plan_runs_every_stage_and_resumes(tmp_path, monkeypatch):
     assert all(math.isfinite(v) for c in costs.values() for k, v in c.items()
                if k.startswith("time_"))
     assert summary["pairs"]["pairs"] >= 1 and summary["environment"]["git_commit"]
+    pairs = (run / "pairs.jsonl").read_text().splitlines()
+    answers = [json.loads(line)["answer"] for line in pairs]
+    assert answers and all("Shapes:\nx0: float32[" in a for a in answers)  # pairs_shape_notes
     # a second run finds every stage done and only rewrites the summary
     again = CliRunner().invoke(app, ["learn", "--plan", str(plan)])
     assert again.exit_code == 0 and "stage " not in again.output
