@@ -154,26 +154,32 @@ def run_pairs(config: PairsConfig, progress=None, on_skip=None) -> dict:
             for start in range(0, len(todo), config.chunk):
                 chunk = todo[start:start + config.chunk]
                 outcomes = _judge_chunk(pool, teacher, config, sampling, chunk, compilers)
-                for program, outcome in zip(chunk, outcomes, strict=True):
-                    pairs, mine = outcome
-                    if "skipped" in mine:
-                        kind, reason = mine.pop("skipped")
-                        mine[kind] = 1
-                        if on_skip:
-                            on_skip(program["id"], reason)
-                    for pair in pairs:
-                        pair["teacher"] = config.teacher
-                        pairs_file.write(json.dumps(pair, sort_keys=True) + "\n")
-                    mine["pairs"] = len(pairs)
-                    pairs_file.flush()
-                    ledger_file.write(json.dumps({"id": program["id"], "counts": mine}) + "\n")
-                    ledger_file.flush()
-                    counts.update(mine)
+                for program, (pairs, mine) in zip(chunk, outcomes, strict=True):
+                    counts.update(_write(program, pairs, mine, config.teacher, pairs_file,
+                                         ledger_file, on_skip))
                     done += 1
                     if progress:
                         progress(done, len(programs))
     counts["programs"] = len(programs)
     return {k: v for k, v in counts.items() if v}
+
+
+def _write(program: dict, pairs: list[dict], mine: dict, teacher: str, pairs_file,
+           ledger_file, on_skip) -> dict:
+    """One finished program: its pairs, then its ledger record (so a pair without a record is
+    never kept on resume); returns its outcome counts."""
+    if "skipped" in mine:
+        kind, reason = mine.pop("skipped")
+        mine[kind] = 1
+        if on_skip:
+            on_skip(program["id"], reason)
+    for pair in pairs:
+        pairs_file.write(json.dumps(pair | {"teacher": teacher}, sort_keys=True) + "\n")
+    mine["pairs"] = len(pairs)
+    pairs_file.flush()
+    ledger_file.write(json.dumps({"id": program["id"], "counts": mine}) + "\n")
+    ledger_file.flush()
+    return mine
 
 
 def _resume(out: Path, ledger: Path) -> dict[str, dict]:
