@@ -301,6 +301,32 @@ def test_one_tf32_product_rounds_its_operands_to_nearest(body, shapes, monkeypat
     assert (got - exact).abs().max() > 1e-4  # the rounding shows: it is not an fp32 product
 
 
+@pytest.mark.parametrize("rows, cols, rounded_in_dot", [
+    (1030, 40, ["a"]),  # a long A side: B copied rounded; A, re-read by few columns, in the dot
+    (1030, 1040, []),  # both sides long: both copied rounded, the dot takes them as loaded
+])
+def test_a_tf32_matmul_rounds_in_copies_where_the_other_side_is_long(rows, cols, rounded_in_dot,
+                                                                      monkeypatch):
+    import re
+    import types
+
+    from compiler_cases.harness import program
+
+    src = program("return torch.matmul(a, b)", [(rows, 48), (48, cols)])
+    candidate = compile_program(src, CompilerConfig(device="cuda", precision="tf32"))
+    (dot,) = [ln for ln in candidate.splitlines() if "tl.dot(" in ln]
+    operands = re.search(r"tl\.dot\((.*), input_precision", dot).group(1).split(", ")
+    got_rounded = [name for name, e in zip("ab", operands, strict=True) if "_tf32_round(" in e]
+    assert got_rounded == rounded_in_dot, dot
+    monkeypatch.setattr(triton, "autotune", _fixed_autotune(0))
+    module = types.ModuleType("candidate")
+    exec(compile(candidate, "<candidate>", "exec"), module.__dict__)
+    torch.manual_seed(0)
+    a, b = torch.randn(rows, 48), torch.randn(48, cols)
+    want = _tf32_round(a) @ _tf32_round(b)
+    torch.testing.assert_close(module.ModelNew()(a, b), want, atol=1e-5, rtol=1e-5)
+
+
 def test_a_tf32_convolution_rounds_in_its_channels_last_copies(monkeypatch):
     """The copies a channels-last convolution makes anyway round to the nearest TF32, so its
     dot takes them as loaded: the product is the convolution of the rounded operands."""

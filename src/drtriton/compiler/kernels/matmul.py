@@ -110,7 +110,8 @@ def dot_operands(a: ir.Expr, b: ir.Expr) -> torch.dtype:
 
 def accumulate_dot(w: Writer, av: str, bv: str, narrow: bool = False,
                    loaded: tuple[bool, bool] = (False, False),
-                   operands: torch.dtype = torch.float32, tf32_exact: bool = False) -> None:
+                   operands: torch.dtype = torch.float32,
+                   tf32_exact: tuple[bool, bool] = (False, False)) -> None:
     """``acc += a @ b`` over tiles masked by ``amask``/``bmask``, at fp32 accuracy (``tl.dot``
     with ``Blocks.dot_precision``: ``tf32x3`` or ``ieee``), with the padding lanes zeroed: a
     fused prologue may map 0 to non-zero (e.g. exp). ``loaded``: the operand is a plain fp32 load
@@ -120,8 +121,8 @@ def accumulate_dot(w: Writer, av: str, bv: str, narrow: bool = False,
     out [BM, BN, BK] and summed over its last axis: Triton's combine pass rewrites the
     [BM, BK, BN] sum over axis 1 into a ``tt.dot`` with TF32 inputs (triton 3.6 and 3.7), whose
     error the judge's precision parity rejects. ``operands``: a 16-bit dtype (``dot_operands``)
-    goes to ``tl.dot`` as it is, accumulated in fp32. ``tf32_exact``: both operands hold TF32
-    values already (``writer.fp32_dot``'s ``exact``)."""
+    goes to ``tl.dot`` as it is, accumulated in fp32. ``tf32_exact``: per operand, whether it
+    holds TF32 values already (``writer.fp32_dot``'s ``exact``)."""
     if operands in HALF and not narrow:
         half = TL_DTYPES[operands]
         a = av if loaded[0] else w.tmp(f"tl.where(amask, {av}, 0.0).to({half})", "a")
@@ -175,8 +176,10 @@ LONG_K_STEPS = (16, 32, 64, 128, 256)  # BK choices of a narrow matmul: short M,
 NARROW_MATMUL_N = 8
 
 
-def matmul(w: Writer, a: ir.Expr, b: ir.Expr, out: str) -> Kernel:
+def matmul(w: Writer, a: ir.Expr, b: ir.Expr, out: str,
+           tf32_exact: tuple[bool, bool] = (False, False)) -> Kernel:
     """Batched ``a @ b`` with a tiled ``tl.dot`` (fp32, ``ieee`` precision); a, b share batch dims.
+    ``tf32_exact``: per operand, whether it holds TF32 values already (``accumulate_dot``).
 
     A matmul with K <= 16, or a side under 16 (``tl.dot``'s minimum tile) and a short reduction,
     goes to :func:`skinny_tiles` (``x @ W``) or :func:`skinny_matmul` instead: dot tiles would be
@@ -190,7 +193,7 @@ def matmul(w: Writer, a: ir.Expr, b: ir.Expr, out: str) -> Kernel:
             return skinny_tiles(w, a, b, out)
         return skinny_matmul(w, a, b, out)
     if batch and _same_for_every_batch(b, len(batch)):
-        return folded_tiles(w, a, b, out)
+        return folded_tiles(w, a, b, out, tf32_exact)
     # under 16 columns tl.dot pads them to 16, and a fused prologue of b is evaluated on the
     # padding too: a (7788 batches of 11 x 6732) @ (6732 x 1) bmm took 17.8 ms on an H200
     narrow = N < NARROW_MATMUL_N
@@ -209,7 +212,7 @@ def matmul(w: Writer, a: ir.Expr, b: ir.Expr, out: str) -> Kernel:
         w.line("pb = tl.program_id(2)")
     with w.block(header):
         bidx = w.delinearize("pb", tuple(batch))
-        _k_loop(w, a, b, [*bidx, "rm[:, None]"], bidx, M, K, N, narrow)
+        _k_loop(w, a, b, [*bidx, "rm[:, None]"], bidx, M, K, N, narrow, tf32_exact)
         lin = w.tmp(f"pb * {M * N} + rm[:, None] * {N} + rn[None, :]", "o")
         w.store(out, lin, "acc", "cmask", (*batch, M, N))
     if narrow:
@@ -217,7 +220,8 @@ def matmul(w: Writer, a: ir.Expr, b: ir.Expr, out: str) -> Kernel:
     return finish_tiles(w, M, N, K, grid_b, flat=True)
 
 
-def folded_tiles(w: Writer, a: ir.Expr, b: ir.Expr, out: str) -> Kernel:
+def folded_tiles(w: Writer, a: ir.Expr, b: ir.Expr, out: str,
+                 tf32_exact: tuple[bool, bool] = (False, False)) -> Kernel:
     """``a @ W`` with one W for every batch: the batch folds into the rows, one (B*M) x N product.
 
     Tiling each batch alone pads M up to the tile and re-reads W once per batch: on an H200 a
@@ -229,14 +233,15 @@ def folded_tiles(w: Writer, a: ir.Expr, b: ir.Expr, out: str) -> Kernel:
     w.constexprs = ["BM", "BN", "BK"]
     grouped_tile_ids(w, rows, N)
     ridx = w.delinearize("rm[:, None]", (*batch, M))
-    _k_loop(w, a, b, ridx, ["0"] * len(batch), rows, K, N)
+    _k_loop(w, a, b, ridx, ["0"] * len(batch), rows, K, N, tf32_exact=tf32_exact)
     lin = w.tmp(f"rm[:, None] * {N} + rn[None, :]", "o")
     w.store(out, lin, "acc", "cmask", (*batch, M, N))
     return finish_tiles(w, rows, N, K, 1, flat=True)
 
 
 def _k_loop(w: Writer, a: ir.Expr, b: ir.Expr, a_rows: list[str], b_batch: list[str], rows: int,
-            K: int, N: int, narrow: bool = False) -> None:
+            K: int, N: int, narrow: bool = False,
+            tf32_exact: tuple[bool, bool] = (False, False)) -> None:
     """``acc`` = the [BM, BN] tile of ``a @ b`` over K in BK steps, and ``cmask``. ``a_rows``:
     a's indices but K for the tile's rows; ``b_batch``: b's batch indices."""
     w.line("acc = tl.zeros([BM, BN], dtype=tl.float32)")
@@ -247,7 +252,7 @@ def _k_loop(w: Writer, a: ir.Expr, b: ir.Expr, a_rows: list[str], b_batch: list[
         av = w.ev(a, [*a_rows, "rk[None, :]"], "amask")
         bv = w.ev(b, [*b_batch, "rk[:, None]", "rn[None, :]"], "bmask")
         accumulate_dot(w, av, bv, narrow=narrow, loaded=(plain_load(a), plain_load(b)),
-                       operands=dot_operands(a, b))
+                       operands=dot_operands(a, b), tf32_exact=tf32_exact)
     w.line(f"cmask = (rm[:, None] < {rows}) & (rn[None, :] < {N})")
 
 

@@ -140,7 +140,7 @@ def conv_channels_last(w: Writer, x: ir.Expr, wt: ir.Expr, spec: ConvSpec, out: 
         av = w.ev(x, [n0, *pos, f"g * {cg} + ck[None, :]"], "amask")
         bv = w.ev(wt, [*taps, "oc[None, :]", "ck[:, None]"], "bmask")
         accumulate_dot(w, av, bv, loaded=(True, True), operands=dot_operands(x, wt),
-                       tf32_exact=tf32_exact)
+                       tf32_exact=(tf32_exact, tf32_exact))
     _store_position_tiles(w, spec, midx, "oc", out)
     return finish_tiles(w, M, ocg, cg * ir.numel(ksz), G, loop_k=cg, flat=True)
 
@@ -183,7 +183,7 @@ def conv_merged_taps(w: Writer, x: ir.Expr, wt: ir.Expr, spec: ConvSpec, out: st
         av = w.ev(x, [n0, *pos, f"{start} + ck[None, :]"], "amask")
         bv = w.ev(wt, [*taps, "rn[None, :]", "ck[:, None]"], "bmask")
         accumulate_dot(w, av, bv, loaded=(True, True), operands=dot_operands(x, wt),
-                       tf32_exact=tf32_exact)
+                       tf32_exact=(tf32_exact, tf32_exact))
     _store_position_tiles(w, spec, midx, "rn", out)
     return finish_tiles(w, M, oc, run * ir.numel(ksz), 1, loop_k=run, flat=True)
 

@@ -65,18 +65,20 @@ def _tf32_round(x):
 }
 
 
-def fp32_dot(a: str, b: str, precision: str, helpers: set[str], exact: bool = False) -> str:
+def fp32_dot(a: str, b: str, precision: str, helpers: set[str],
+             exact: tuple[bool, bool] = (False, False)) -> str:
     """``tl.dot`` of fp32 tiles ``a`` and ``b`` at ``precision`` (``Blocks.dot_precision``).
 
     One TF32 product (``tf32``) takes its operands rounded to the nearest TF32: Hopper's tensor
     cores truncate them, whose error is biased. On an H200 truncating dots had 2.6x cuBLAS
     TF32's error against a float64 oracle on a lone GEMM, 4.5-6x through a block, and 170x on a
     cross-entropy loss averaged over 16M logits, where the bias does not average out. Rounding
-    in registers cost lone GEMMs 25-65% there; ``exact``: both operands were rounded when they
-    were copied (``tf32_round``), so the tensor cores' truncation changes nothing."""
-    if precision == "tf32" and not exact:
+    in registers cost lone GEMMs 25-65% there; ``exact``: per operand, whether it was rounded
+    when it was copied (``tf32_round``), so the tensor cores' truncation changes nothing."""
+    if precision == "tf32" and not all(exact):
         helpers.add("_tf32_round")
-        a, b = f"_tf32_round({a})", f"_tf32_round({b})"
+        a = a if exact[0] else f"_tf32_round({a})"
+        b = b if exact[1] else f"_tf32_round({b})"
     return f'tl.dot({a}, {b}, input_precision="{precision}")'
 
 

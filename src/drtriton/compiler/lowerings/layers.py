@@ -37,22 +37,45 @@ def reread_input(L: Lowering, x: ir.Expr, reads_per_element: float) -> ir.Expr:
 TENSOR_CORE_MIN = 32  # M, N and K from which a GPU matmul reads K-major operands
 
 
-def k_major(L: Lowering, a: ir.Expr, b: ir.Expr) -> tuple[ir.Expr, ir.Expr]:
+def k_major(L: Lowering, a: ir.Expr, b: ir.Expr) -> tuple[ir.Expr, ir.Expr, tuple[bool, bool]]:
     """Operands of a tensor-core matmul with K contiguous: Hopper's fp32 (TF32) wgmma reads both
     from shared memory K-major, and Triton routes other layouts through a slower path (on an H200
     a 3xTF32 8192 x 768 x 2304 product ran 0.36 ms with B K-major, 0.83 ms N-major). A plain
     buffer read in another order is copied first (one pass over the operand). So is a computed
     operand (a fused prologue: LayerNorm's normalisation, SwiGLU's gate) where the other side is
     long: Triton copies only plain loads into shared memory asynchronously, and on an H200 a
-    3xTF32 4096^3 product fed through ``where()`` ran 34 TFLOP/s against 55 from plain loads."""
+    3xTF32 4096^3 product fed through ``where()`` ran 34 TFLOP/s against 55 from plain loads.
+
+    Under one TF32 product per dot, an fp32 operand's copy rounds it to the nearest TF32
+    (``tf32_round``), and a plain one is copied so where the other side is at least
+    ``TF32_COPY_MIN``: its dot then takes it as loaded instead of rounding it in registers every
+    step. Also returns, per operand, whether it holds TF32 values (``kernels.matmul``)."""
     M, K, N = a.shape[-2], a.shape[-1], b.shape[-1]
     if L.blocks.dot_precision == "ieee" or min(M, N, K) < TENSOR_CORE_MIN:
-        return a, b
-    if isinstance(a, ir.Load) and a.strides[-1] != 1 or _write_first(L, a, N):
-        a = L.materialize(a)
-    if isinstance(b, ir.Load) and b.strides[-2] != 1 or _write_first(L, b, M):
-        b = ir.transpose(L.materialize(ir.transpose(b, -2, -1)), -2, -1)
-    return a, b
+        return a, b, (False, False)
+    tf32 = L.blocks.dot_precision == "tf32"
+    round_a, round_b = (tf32 and e.dtype == torch.float32 for e in (a, b))
+    copy_a = (isinstance(a, ir.Load) and a.strides[-1] != 1 or _write_first(L, a, N)
+              or round_a and N >= TF32_COPY_MIN)
+    copy_b = (isinstance(b, ir.Load) and b.strides[-2] != 1 or _write_first(L, b, M)
+              or round_b and M >= TF32_COPY_MIN)
+    if copy_a:
+        a = L.materialize(_tf32_rounded(a) if round_a else a)
+    if copy_b:
+        bt = ir.transpose(b, -2, -1)
+        b = ir.transpose(L.materialize(_tf32_rounded(bt) if round_b else bt), -2, -1)
+    return a, b, (round_a and copy_a, round_b and copy_b)
+
+
+def _tf32_rounded(e: ir.Expr) -> ir.Expr:
+    return ir.op("tf32_round", e)
+
+
+# the other side's length from which a plain fp32 operand of a one-TF32-product matmul is copied
+# rounded (k_major): the copy costs 8 bytes per element (2 ns at 4 TB/s), rounding in registers
+# cost 25-65% of the product on an H200, about 0.4 * 2N flops per element at ~400 TFLOP/s, so the
+# copy pays from N of about 1000
+TF32_COPY_MIN = 1024
 
 
 # the other side's length from which a computed operand is written out first: the pass costs
@@ -84,7 +107,9 @@ def matmul(L: Lowering, a, b) -> ir.Expr:
     if L.config.mode == "strict":  # before broadcasting, so that a batch-broadcast stays a view
         a = reread_input(L, a, max(1.0, b.shape[-1] / _TILE))
         b = reread_input(L, b, max(1.0, a.shape[-2] / _TILE))
-        a, b = k_major(L, a, b)
+        a, b, exact = k_major(L, a, b)
+    else:
+        exact = (False, False)
     batch = ir.broadcast_shapes(a.shape[:-2], b.shape[:-2])
     a = ir.broadcast_to(a, batch + a.shape[-2:])
     b = ir.broadcast_to(b, batch + b.shape[-2:])
@@ -98,7 +123,7 @@ def matmul(L: Lowering, a, b) -> ir.Expr:
         out = L.torch_call(code, shape, dtype)
     else:
         L.flush_expr(a, b)
-        out = L.kernel(lambda w, o, a=a, b=b: kernels.matmul(w, a, b, o), shape, dtype)
+        out = L.kernel(lambda w, o, a=a, b=b: kernels.matmul(w, a, b, o, exact), shape, dtype)
     final = shape
     if squeeze_a:
         final = final[:-2] + final[-1:]
@@ -305,7 +330,7 @@ def _tf32_copies(L: Lowering, x: ir.Expr, weight: ir.Expr):
     would otherwise do in registers every step (``kernels.writer.fp32_dot``)."""
     exact = (L.blocks.dot_precision == "tf32"
              and x.dtype == torch.float32 and weight.dtype == torch.float32)
-    return exact, (lambda e: ir.op("tf32_round", e)) if exact else (lambda e: e)
+    return exact, _tf32_rounded if exact else (lambda e: e)
 
 
 def _merged_taps(L: Lowering, x: ir.Expr, weight: ir.Expr, spec: kernels.ConvSpec) -> bool:
