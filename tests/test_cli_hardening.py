@@ -291,6 +291,17 @@ class FakePool:
     def verify_many(self, pairs) -> list:
         return [self.verify(r, c) for r, c in pairs]
 
+    def verify_groups(self, groups) -> list:
+        from drtriton.program import ProgramError
+
+        found = []
+        for reference, candidates in groups:
+            try:
+                found.append([self.verify(reference, c) for c in candidates])
+            except ProgramError as exc:
+                found.append(exc)
+        return found
+
 
 @pytest.fixture
 def fake_judge(monkeypatch):

@@ -185,6 +185,31 @@ def test_a_group_shares_one_reference_run(pool):
     assert sum("reference" not in v.cache_hits for v in verdicts) == 1  # computed once
 
 
+def test_groups_judged_at_once_each_share_one_reference_run(pool):
+    """RL and pairs judge many programs' answers together: each program's reference runs once,
+    and one whose reference cannot run gives its error in place of its verdicts."""
+    other = REF.replace("torch.relu(", "torch.sigmoid(")  # another program: LEGIT is wrong there
+    groups = [(REF, [LEGIT, LEGIT, LEGIT]), ("not a program = (", [LEGIT]), (other, [LEGIT] * 2)]
+    found = pool.verify_groups(groups)
+    assert [v.status for v in found[0]] == ["correct"] * 3
+    assert isinstance(found[1], ProgramError)
+    assert [v.status for v in found[2]] == ["incorrect"] * 2
+    for verdicts in (found[0], found[2]):
+        assert sum("reference" not in v.cache_hits for v in verdicts) == 1  # computed once
+
+
+def test_the_reference_cache_keeps_many_small_runs_and_few_large_ones():
+    from drtriton.judge.cache import ReferenceCache
+
+    cache = ReferenceCache(capacity=2, size=len, small_bytes=100, small_capacity=5)
+    for key in range(5):
+        cache.get(key, lambda key=key: "x" * 10)  # 50 bytes in 5 entries: all kept
+    assert all(cache.get(key, lambda: "recomputed")[1] for key in range(5))
+    cache.get("big", lambda: "x" * 200)  # over the byte budget: back down to 2 entries
+    assert cache.get("big", lambda: "")[1] and cache.get(4, lambda: "")[1]
+    assert not cache.get(0, lambda: "again")[1]
+
+
 def test_verify_single_and_invalid_reference():
     assert verify(REF, LEGIT, JudgeConfig(device="cpu", seed=5)).status == "correct"
     with pytest.raises(ProgramError):

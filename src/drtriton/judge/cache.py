@@ -38,11 +38,20 @@ def default_baseline_cache() -> Path:
 
 
 class ReferenceCache:
-    """A small LRU of reference runs; ``get`` computes a missing entry once per key."""
+    """An LRU of reference runs; ``get`` computes a missing entry once per key.
 
-    def __init__(self, capacity: int = 2) -> None:
+    It keeps ``capacity`` entries, and more while they are small: up to ``small_capacity``
+    entries while they hold at most ``small_bytes`` together (``size(value)``), so that many
+    groups of small programs judged at once (RL, pairs) do not evict each other's reference
+    before their candidates are judged, while GPU-scale outputs (GBs) stay few."""
+
+    def __init__(self, capacity: int = 2, size: Callable[[Any], int] | None = None,
+                 small_bytes: int = 256 << 20, small_capacity: int = 64) -> None:
         self.capacity = capacity
+        self.size = size
+        self.small_bytes, self.small_capacity = small_bytes, small_capacity
         self._entries: OrderedDict[tuple, Any] = OrderedDict()
+        self._bytes: dict[tuple, int] = {}
         self._locks: dict[tuple, threading.Lock] = {}
         self._guard = threading.Lock()
 
@@ -58,9 +67,15 @@ class ReferenceCache:
             value = compute()  # raises for an invalid reference: nothing is stored
             with self._guard:
                 self._entries[key] = value
-                while len(self._entries) > self.capacity:
-                    self._entries.popitem(last=False)
+                self._bytes[key] = self.size(value) if self.size else self.small_bytes + 1
+                while len(self._entries) > self.capacity and self._over():
+                    old, _ = self._entries.popitem(last=False)
+                    del self._bytes[old]
             return value, False
+
+    def _over(self) -> bool:
+        return (len(self._entries) > self.small_capacity
+                or sum(self._bytes.values()) > self.small_bytes)
 
 
 class BaselineCache:

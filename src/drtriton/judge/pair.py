@@ -71,6 +71,13 @@ class Reference:
     oracle_note: str = ""  # why there is no oracle, when there is none
 
 
+def reference_bytes(ref: Reference) -> int:
+    """The tensors a reference run keeps (its outputs and oracle residuals), in bytes."""
+    tensors = [t for trial in (*ref.outputs, *ref.residuals) for t in trial
+               if isinstance(t, torch.Tensor)]
+    return sum(t.numel() * t.element_size() for t in tensors)
+
+
 class GpuLock:
     """Shared for untimed children, exclusive for timing: timing never shares its GPU.
 
@@ -214,7 +221,8 @@ class Slot:
     judge_device: str  # where comparisons run in this process (e.g. cuda:1)
     child_device: str  # the same GPU as the children see it (e.g. cuda)
     environment: dict
-    references: ReferenceCache = field(default_factory=ReferenceCache)
+    references: ReferenceCache = field(
+        default_factory=lambda: ReferenceCache(size=reference_bytes))
     baselines: BaselineCache | None = None
     kernels: KernelCompiler | None = None  # compiles kernels for the store (CUDA)
     gpu: GpuLock = field(default_factory=GpuLock)

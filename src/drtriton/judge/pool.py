@@ -29,6 +29,7 @@ from drtriton.judge.kernel_store import KernelCompiler, KernelStore, default_ker
 from drtriton.judge.pair import Slot, environment_record, judge_pair, run_call
 from drtriton.judge.sandbox import Sandbox
 from drtriton.judge.verdict import Verdict
+from drtriton.program import ProgramError
 from drtriton.scratch import claim_scratch
 
 
@@ -119,6 +120,36 @@ class JudgePool:
 
         with ThreadPoolExecutor(max_workers=max(1, len(slot.sandboxes))) as executor:
             return list(executor.map(one, candidates))
+
+    def verify_groups(
+        self, groups: Sequence[tuple[str, Sequence[str]]], progress: bool = False
+    ) -> list[list[Verdict] | ProgramError]:
+        """Judge several groups (a reference and its candidates) at once, ``self.size``
+        children at a time: each group on one slot and one seed (``config.seed``, else a fresh
+        one), so its reference runs once. A group whose reference cannot run gives its
+        ``ProgramError`` in place of its verdicts. Results in input order."""
+        jobs = []
+        for g, (reference, candidates) in enumerate(groups):
+            seed = self.config.seed if self.config.seed is not None else secrets.randbits(31)
+            jobs += [(g, reference, c, self._slot(g), seed) for c in candidates]
+        report = _progress(len(jobs), progress)
+
+        def one(job) -> Verdict | ProgramError:
+            g, reference, candidate, slot, seed = job
+            try:
+                return report(judge_pair(reference, candidate, self.config, slot, seed))
+            except ProgramError as exc:
+                return exc
+
+        with ThreadPoolExecutor(max_workers=self.size) as executor:
+            outcomes = list(executor.map(one, jobs))
+        found: list[list[Verdict] | ProgramError] = [[] for _ in groups]
+        for (g, *_), outcome in zip(jobs, outcomes, strict=True):
+            if isinstance(outcome, ProgramError):
+                found[g] = outcome
+            elif not isinstance(found[g], ProgramError):
+                found[g].append(outcome)
+        return found
 
     def verify_many(
         self, pairs: Sequence[tuple[str, str]], progress: bool = False

@@ -233,18 +233,48 @@ def _compile_variants(teacher, source: str, count: int) -> list[str]:
 def _judge_chunk(pool, teacher: Policy, config: PairsConfig, sampling: Sampling,
                  chunk: list[dict], compilers=None) -> list[tuple[list[dict], dict]]:
     """(pairs, outcome counts) of each program of ``chunk``: answers drawn (the compiler's
-    variants by ``compilers``, a process pool, when given), then every answer of the chunk
-    judged at once, ``pool.size`` at a time."""
-    from concurrent.futures import ThreadPoolExecutor
+    variants by ``compilers``, a process pool, when given), then the answers of every judged
+    program of the chunk judged at once, each program's as a group (its reference runs once)."""
+    answered = _answer_chunk(teacher, config, sampling, chunk, compilers)
+    judged = [in_sample(program["id"], config.verify_fraction) and bool(items)
+              for program, items, _ in answered]
+    groups = [(program["source"], [c for _, _, c in items])
+              for (program, items, _), j in zip(answered, judged, strict=True) if j]
+    results = iter(pool.verify_groups(groups) if groups else [])
+    found: list[list[tuple[int, dict]]] = [[] for _ in answered]
+    for i, (program, items, mine) in enumerate(answered):
+        record = {"program_id": program["id"], "level": program["level"],
+                  "source": program["source"]}
+        if not judged[i]:
+            mine["unverified"] += len(items)
+            found[i] = [(index, record | {"answer": answer, "verdict": None})
+                        for index, answer, _ in items]
+            continue
+        verdicts = next(results)
+        if isinstance(verdicts, Exception):  # the program itself cannot be run
+            mine["skipped"] = ("invalid_program", str(verdicts))
+            continue
+        for (index, answer, _), verdict in zip(items, verdicts, strict=True):
+            mine[verdict.status] += 1
+            if verdict.ok:
+                found[i].append((index, record | {"answer": answer,
+                                                  "verdict": verdict.to_dict()}))
+    return [_outcome(config, pairs, dict(mine))
+            for (_, _, mine), pairs in zip(answered, found, strict=True)]
 
+
+def _answer_chunk(teacher: Policy, config: PairsConfig, sampling: Sampling, chunk: list[dict],
+                  compilers) -> list[tuple[dict, list[tuple[int, str, str]], Counter]]:
+    """(program, its parsed answers, its counts so far) of each program of ``chunk``; a
+    program the teacher fails on has no answers and a ``skipped`` entry."""
     compiled = None
     if config.variants > 1 and compilers is not None:
         compiled = list(compilers.map(_compile_variants, [teacher] * len(chunk),
                                       [p["source"] for p in chunk],
                                       [config.variants] * len(chunk)))
-    answered = []  # (program, [(index, answer, candidate)], counts)
+    answered = []
     for i, program in enumerate(chunk):
-        mine: Counter[str] = Counter()
+        mine: Counter = Counter()
         try:
             if config.variants > 1:
                 answers = _variant_answers(teacher, config.variants, program,
@@ -255,30 +285,7 @@ def _judge_chunk(pool, teacher: Policy, config: PairsConfig, sampling: Sampling,
             answered.append((program, [], Counter({"skipped": (skipped.kind, skipped.reason)})))
             continue
         answered.append((program, _parsed(answers, mine), mine))
-    judged = [in_sample(program["id"], config.verify_fraction) for program, _, _ in answered]
-    jobs = [(i, item) for i, (_, items, _) in enumerate(answered) if judged[i] for item in items]
-    with ThreadPoolExecutor(max_workers=max(1, pool.size)) as executor:
-        verdicts = list(executor.map(
-            lambda job: _judge_one(pool, answered[job[0]][0], job[1][2]), jobs))
-    found: list[list[tuple[int, dict]]] = [[] for _ in answered]
-    for i, (program, items, mine) in enumerate(answered):
-        if not judged[i]:
-            mine["unverified"] += len(items)
-            found[i] = [(index, {"program_id": program["id"], "level": program["level"],
-                                 "source": program["source"], "answer": answer, "verdict": None})
-                        for index, answer, _ in items]
-    for (i, (index, answer, _)), verdict in zip(jobs, verdicts, strict=True):
-        program, _, mine = answered[i]
-        if isinstance(verdict, _Skipped):
-            mine["skipped"] = (verdict.kind, str(verdict))
-            continue
-        mine[verdict.status] += 1
-        if verdict.ok:
-            found[i].append((index, {"program_id": program["id"], "level": program["level"],
-                                     "source": program["source"], "answer": answer,
-                                     "verdict": verdict.to_dict()}))
-    return [_outcome(config, pairs, dict(mine))
-            for (_, _, mine), pairs in zip(answered, found, strict=True)]
+    return answered
 
 
 def in_sample(program_id: str, fraction: float) -> bool:
@@ -298,16 +305,6 @@ def _outcome(config: PairsConfig, found: list[tuple[int, dict]], mine: dict):
     if config.variants > 1:
         return [pair | {"variant": index} for index, pair in found], mine
     return [pair for _, pair in found[:1]], mine
-
-
-def _judge_one(pool, program: dict, candidate: str):
-    """The verdict, or ``_Skipped`` when the program itself cannot be run."""
-    from drtriton.program import ProgramError  # the judge's InvalidReferenceError is one
-
-    try:
-        return pool.verify(program["source"], candidate)
-    except ProgramError as exc:
-        return _Skipped("invalid_program", str(exc))
 
 
 class _Skipped(Exception):

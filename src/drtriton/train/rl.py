@@ -329,7 +329,8 @@ class RLRun:
         return samples
 
     def judge(self, pool, samples: list[Sample]) -> int:
-        """Parse every answer and judge the new (program, candidate) pairs; returns judge calls."""
+        """Parse every answer and judge the new (program, candidate) pairs, each program's as a
+        group (its reference and baselines computed once); returns judge calls."""
         todo: dict[str, tuple[str, str]] = {}
         for s in samples:
             try:
@@ -340,9 +341,17 @@ class RLRun:
             key = _pair_key(s.program["id"], s.candidate)
             if key not in self._verdicts:
                 todo[key] = (s.program["source"], s.candidate)
-        verdicts = pool.verify_many(list(todo.values())) if todo else []
-        for key, verdict in zip(todo, verdicts, strict=True):
-            self._verdicts[key] = (verdict.status, verdict.reason[:200], verdict.speedup_eager)
+        by_program: dict[str, list[str]] = {}
+        for key, (source, _) in todo.items():
+            by_program.setdefault(source, []).append(key)
+        groups = [(source, [todo[k][1] for k in keys]) for source, keys in by_program.items()]
+        results = pool.verify_groups(groups) if groups else []
+        for keys, verdicts in zip(by_program.values(), results, strict=True):
+            if isinstance(verdicts, Exception):  # a training program that cannot run
+                raise verdicts
+            for key, verdict in zip(keys, verdicts, strict=True):
+                self._verdicts[key] = (verdict.status, verdict.reason[:200],
+                                       verdict.speedup_eager)
         for s in samples:
             if s.candidate is not None:
                 key = _pair_key(s.program["id"], s.candidate)
