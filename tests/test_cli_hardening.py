@@ -391,6 +391,27 @@ def test_pairs_judges_only_the_sample_it_is_asked_to(tmp_path, fake_judge):
         PairsConfig(str(path), str(out), teacher="openai:u#m", verify_fraction=0.5).validate()
 
 
+def test_pairs_keep_the_teachers_failures_in_the_programs_record(tmp_path, fake_judge,
+                                                                 monkeypatch):
+    from drtriton.judge import Verdict
+    from drtriton.train.pairs import PairsConfig, run_pairs
+
+    programs = stored_programs(2)
+    path, out = tmp_path / "programs.jsonl", tmp_path / "pairs.jsonl"
+    path.write_text("".join(json.dumps(r) + "\n" for r in programs))
+    wrong = programs[1]["source"]
+    monkeypatch.setattr(fake_judge, "verify", lambda self, r, c: Verdict(
+        "incorrect", "output 0: max_abs_err 3.0") if r == wrong else Verdict("correct"))
+    counts = run_pairs(PairsConfig(str(path), str(out), device="cpu"))
+    assert counts["correct"] == 1 and counts["incorrect"] == 1 and "failures" not in counts
+    ledger = [json.loads(x) for x in (tmp_path / "pairs.jsonl.programs.jsonl").read_text()
+              .splitlines()]
+    assert "failures" not in ledger[0]["counts"]
+    assert ledger[1]["counts"]["failures"] == [
+        {"answer": 0, "status": "incorrect", "reason": "output 0: max_abs_err 3.0"}]
+    assert run_pairs(PairsConfig(str(path), str(out), device="cpu")) == counts  # on resume too
+
+
 # ----------------------------------------------------------------------------- training
 def test_sft_refuses_batch_size_zero_before_creating_its_folder(tmp_path):
     (tmp_path / "p.jsonl").write_text('{"source": "x", "answer": "y"}\n')

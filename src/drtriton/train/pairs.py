@@ -118,7 +118,8 @@ def run_pairs(config: PairsConfig, progress=None, on_skip=None) -> dict:
 
     The programs of ``config.chunk`` at a time are answered, then judged together (every judge
     sandbox busy). A run cut short resumes: ``OUT.programs.jsonl`` records each finished
-    program's outcome counts after its pairs are written, and a program without a record is
+    program's outcome counts (and each judged answer that failed: index, status, reason) after
+    its pairs are written, and a program without a record is
     answered again (its pairs, if any reached OUT, dropped first).
     ``progress(done, total)`` is called after each program; ``on_skip(program_id, reason)``
     for a program skipped because it cannot be run or the teacher failed on it (counted as
@@ -138,7 +139,7 @@ def run_pairs(config: PairsConfig, progress=None, on_skip=None) -> dict:
     finished = _resume(out, ledger)
     counts: Counter[str] = Counter()
     for record in finished.values():
-        counts.update(record["counts"])
+        counts.update(_countable(record["counts"]))
     todo = [p for p in programs if p["id"] not in finished]
     done = len(programs) - len(todo)
     if progress and done:
@@ -155,8 +156,8 @@ def run_pairs(config: PairsConfig, progress=None, on_skip=None) -> dict:
                 chunk = todo[start:start + config.chunk]
                 outcomes = _judge_chunk(pool, teacher, config, sampling, chunk, compilers)
                 for program, (pairs, mine) in zip(chunk, outcomes, strict=True):
-                    counts.update(_write(program, pairs, mine, config.teacher, pairs_file,
-                                         ledger_file, on_skip))
+                    counts.update(_countable(_write(program, pairs, mine, config.teacher,
+                                                    pairs_file, ledger_file, on_skip)))
                     done += 1
                     if progress:
                         progress(done, len(programs))
@@ -180,6 +181,11 @@ def _write(program: dict, pairs: list[dict], mine: dict, teacher: str, pairs_fil
     ledger_file.write(json.dumps({"id": program["id"], "counts": mine}) + "\n")
     ledger_file.flush()
     return mine
+
+
+def _countable(outcome: dict) -> dict:
+    """A program's outcome counts without its list of failures."""
+    return {k: v for k, v in outcome.items() if k != "failures"}
 
 
 def _resume(out: Path, ledger: Path) -> dict[str, dict]:
@@ -256,6 +262,9 @@ def _judge_chunk(pool, teacher: Policy, config: PairsConfig, sampling: Sampling,
             continue
         for (index, answer, _), verdict in zip(items, verdicts, strict=True):
             mine[verdict.status] += 1
+            if not verdict.ok:  # the teacher's errors, kept with the program's record
+                mine.setdefault("failures", []).append(
+                    {"answer": index, "status": verdict.status, "reason": verdict.reason[:300]})
             if verdict.ok:
                 found[i].append((index, record | {"answer": answer,
                                                   "verdict": verdict.to_dict()}))
