@@ -66,6 +66,7 @@ def test_the_toy_plan_runs_every_stage_and_resumes(tmp_path, monkeypatch):
     ({"train_seed": 1000003}, "held-out benchmark seed"),
     ({"colour": "red"}, "unknown keys colour"),
     ({"rl_n": 1}, "rl_n at least 2"),
+    ({"eval_max_new_tokens": -1}, "eval_max_new_tokens at least 0"),
 ])
 def test_a_bad_plan_is_one_line(tmp_path, change, message):
     from typer.testing import CliRunner

@@ -63,7 +63,10 @@ class ExperimentPlan:
     rl_n: int = 8
     rl_lr: float = 1e-5
     rl_levels: tuple[int, ...] = (1, 2)
-    max_new_tokens: int = 2048
+    max_new_tokens: int = 2048  # RL's answers
+    # the held-out answers' (0: max_new_tokens): level-5 translations run longer than the
+    # training levels' (with shape notes, 13 of 33 compiler answers over 2,048 tokens)
+    eval_max_new_tokens: int = 0
     temperature: float = 0.6
     search_wall_s: float = 120.0
     # judging cost: timed calls per candidate for about this long (CUDA; the judge's default is
@@ -90,6 +93,8 @@ class ExperimentPlan:
                   self.sft_steps, self.rl_steps, self.rl_programs_per_step)
         if min(counts) < 1 or self.rl_n < 2:
             raise ValueError("counts and steps must be at least 1, rl_n at least 2")
+        if self.max_new_tokens < 1 or self.eval_max_new_tokens < 0:
+            raise ValueError("max_new_tokens must be at least 1, eval_max_new_tokens at least 0")
 
 
 def load_experiment(path: str | Path) -> ExperimentPlan:
@@ -266,7 +271,7 @@ def _evaluate(stage: str) -> Callable[[ExperimentPlan, Path], None]:
                              policy=f"hf:{_model_of(stage, out)}", device=plan.device,
                              search=stage.endswith("_search"), search_with_compiler=False,
                              search_wall_s=plan.search_wall_s, temperature=plan.temperature,
-                             max_new_tokens=plan.max_new_tokens,
+                             max_new_tokens=plan.eval_max_new_tokens or plan.max_new_tokens,
                              generation_batch_size=plan.generation_batch_size,
                              timing_budget_s=plan.eval_timing_budget_s,
                              compile_baseline=plan.eval_compile_baseline,
