@@ -54,6 +54,8 @@ def test_the_toy_plan_runs_every_stage_and_resumes(tmp_path, monkeypatch):
     assert all(math.isfinite(v) for c in costs.values() for k, v in c.items()
                if k.startswith("time_"))
     assert summary["pairs"]["pairs"] >= 1 and summary["environment"]["git_commit"]
+    sft = summary["sft"]
+    assert sft["steps"] == 2 and math.isfinite(sft["last_loss"]) and sft["train_runtime_s"] > 0
     pairs = (run / "pairs.jsonl").read_text().splitlines()
     answers = [json.loads(line)["answer"] for line in pairs]
     assert answers and all("Shapes:\nx0: float32[" in a for a in answers)  # pairs_shape_notes

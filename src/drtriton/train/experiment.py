@@ -303,8 +303,20 @@ def summarize(plan: ExperimentPlan, out: Path, costs: dict) -> dict:
             }
     return {"plan": plan.name, "levels": levels, "rl_step_costs_s": _rl_costs(out),
             "stage_wall_s": costs, "pairs": _read_json(out / "pairs_counts.json"),
-            "programs": _read_json(out / "programs_counts.json"),
+            "sft": _sft_record(out), "programs": _read_json(out / "programs_counts.json"),
             "environment": machine_record()}
+
+
+def _sft_record(out: Path) -> dict | None:
+    """SFT's steps, epochs, first and last logged loss and runtime (its trainer's log)."""
+    rows = _rows(out / "sft" / "sft_metrics.jsonl")
+    steps = [r for r in rows if "loss" in r]
+    if not steps:
+        return None
+    final = next((r for r in reversed(rows) if "train_runtime" in r), {})
+    return {"steps": steps[-1].get("step"), "epochs": steps[-1].get("epoch"),
+            "first_loss": steps[0]["loss"], "last_loss": steps[-1]["loss"],
+            "train_runtime_s": final.get("train_runtime")}
 
 
 def _rl_costs(out: Path) -> dict:
