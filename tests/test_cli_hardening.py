@@ -232,6 +232,29 @@ def test_bench_refuses_a_num_below_one(tmp_path, num):
     assert list(tmp_path.iterdir()) == []
 
 
+@pytest.mark.parametrize("option, value, message", [
+    ("--timing-budget-s", "0", "--timing-budget-s must be positive"),
+    ("--generation-batch-size", "0", "greater than or equal to 1"),
+])
+def test_bench_refuses_judging_and_sampling_settings_out_of_range(tmp_path, option, value,
+                                                                   message):
+    line = one_error(invoke("bench", option, value, "--out", tmp_path / "r.json"))
+    assert message in line
+    assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--verify-fraction", "1.5"], "verify_fraction must be in (0, 1]"),
+    (["--shape-notes", "--teacher", "openai:http://127.0.0.1:9#m"], "need the compiler"),
+])
+def test_pairs_refuses_settings_that_cannot_hold(tmp_path, args, message):
+    programs = tmp_path / "p.jsonl"
+    programs.write_text(json.dumps(stored_programs(1)[0]) + "\n")
+    line = one_error(invoke("pairs", "--programs", programs, "--out", tmp_path / "o.jsonl",
+                            "--device", "cpu", *args))
+    assert message in line and not (tmp_path / "o.jsonl").exists()
+
+
 def stored_programs(n: int = 2) -> list[dict]:
     from drtriton.synth import SynthConfig, synthesize
 
