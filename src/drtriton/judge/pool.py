@@ -111,8 +111,7 @@ class JudgePool:
         ``config.seed``, else a fresh one): the reference runs once, the children start side by
         side, timing runs one candidate at a time. Results in input order."""
         slot = self._slot(next(self._next))
-        if seed is None:
-            seed = self.config.seed if self.config.seed is not None else secrets.randbits(31)
+        seed = self._group_seed() if seed is None else seed
         report = _progress(len(candidates), progress)
 
         def one(candidate: str) -> Verdict:
@@ -120,6 +119,10 @@ class JudgePool:
 
         with ThreadPoolExecutor(max_workers=max(1, len(slot.sandboxes))) as executor:
             return list(executor.map(one, candidates))
+
+    def _group_seed(self) -> int:
+        """The one seed of a group's verdicts: ``config.seed``, else a fresh one."""
+        return self.config.seed if self.config.seed is not None else secrets.randbits(31)
 
     def verify_groups(
         self, groups: Sequence[tuple[str, Sequence[str]]], progress: bool = False
@@ -130,7 +133,7 @@ class JudgePool:
         ``ProgramError`` in place of its verdicts. Results in input order."""
         jobs = []
         for g, (reference, candidates) in enumerate(groups):
-            seed = self.config.seed if self.config.seed is not None else secrets.randbits(31)
+            seed = self._group_seed()
             jobs += [(g, reference, c, self._slot(g), seed) for c in candidates]
         report = _progress(len(jobs), progress)
 

@@ -124,6 +124,12 @@ STAGE_NAMES = ("programs", "tokenizer", "untrained", "eval_untrained", "pairs", 
                "eval_sft", "drpo", "eval_drpo", "grpo", "eval_grpo", "eval_drpo_search")
 
 
+def check_stage(name: str | None) -> None:
+    """``ValueError`` unless ``name`` is None or one of ``STAGE_NAMES``."""
+    if name is not None and name not in STAGE_NAMES:
+        raise ValueError(f"unknown stage {name!r}; choose from {', '.join(STAGE_NAMES)}")
+
+
 def _stage(name: str) -> Callable[[ExperimentPlan, Path], None]:
     if name.startswith("eval_"):
         return _evaluate(name.removeprefix("eval_"))
@@ -137,8 +143,7 @@ def run_experiment(plan: ExperimentPlan, say: Callable[[str], None] = print,
                    until: str | None = None) -> dict:
     """Run every stage not done yet, up to and including ``until`` (a ``STAGE_NAMES`` entry;
     None: all); returns the summary (also written to ``plan.results``)."""
-    if until is not None and until not in STAGE_NAMES:
-        raise ValueError(f"unknown stage {until!r}; choose from {', '.join(STAGE_NAMES)}")
+    check_stage(until)
     out = Path(plan.out)
     out.mkdir(parents=True, exist_ok=True)
     (out / "plan.json").write_text(json.dumps(asdict(plan), indent=1))

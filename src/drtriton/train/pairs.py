@@ -262,12 +262,12 @@ def _judge_chunk(pool, teacher: Policy, config: PairsConfig, sampling: Sampling,
             continue
         for (index, answer, _), verdict in zip(items, verdicts, strict=True):
             mine[verdict.status] += 1
-            if not verdict.ok:  # the teacher's errors, kept with the program's record
-                mine.setdefault("failures", []).append(
-                    {"answer": index, "status": verdict.status, "reason": verdict.reason[:300]})
             if verdict.ok:
                 found[i].append((index, record | {"answer": answer,
                                                   "verdict": verdict.to_dict()}))
+            else:  # the teacher's errors, kept with the program's record
+                mine.setdefault("failures", []).append(
+                    {"answer": index, "status": verdict.status, "reason": verdict.reason[:300]})
     return [_outcome(config, pairs, dict(mine))
             for (_, _, mine), pairs in zip(answered, found, strict=True)]
 
@@ -337,9 +337,8 @@ def _variant_answers(teacher, count: int, program: dict,
                      compiled: list[str] | None = None) -> list[str]:
     """The compiler's distinct translations of one program (``CompilerPolicy.variants``, or
     ``compiled``, their answers made elsewhere); on a GPU the verdicts' times rank them."""
-    if compiled is None:
-        compiled = _compile_variants(teacher, program["source"], count)
-    answers = compiled
+    answers = compiled if compiled is not None else _compile_variants(teacher, program["source"],
+                                                                       count)
     if not answers:
         raise _Skipped("teacher_error", "the compiler cannot convert this program")
     return answers

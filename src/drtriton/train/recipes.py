@@ -154,11 +154,13 @@ def _fmt(x: float | None) -> str:
 
 
 def learn_command(plan_path: Path, until: str | None, console: Console) -> str:
-    from drtriton.train.experiment import STAGE_NAMES, STAGES, load_experiment, run_experiment
+    from drtriton.train.experiment import STAGES, check_stage, load_experiment, run_experiment
 
     _need_file(plan_path, "plan file")
-    if until is not None and until not in STAGE_NAMES:
-        raise UsageError(f"--until: unknown stage {until!r}; choose from {', '.join(STAGE_NAMES)}")
+    try:
+        check_stage(until)
+    except ValueError as exc:
+        raise UsageError(f"--until: {exc}") from None
     try:
         plan = load_experiment(plan_path)
     except ValueError as exc:
