@@ -627,3 +627,37 @@ def test_a_bench_rerun_goes_past_a_truncated_row(tmp_path, fake_judge):
     assert again.stderr.startswith(f"warning: {rows_path}:3: dropped a truncated last row")
     assert rows_path.read_text() == rows and len(fake_judge.judged) == judged
     assert len(json.loads(out.read_text())["rows"]) == 2
+
+
+RNN_TANH = '''import torch
+import torch.nn as nn
+
+
+class Model(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.rnn = nn.RNN(4, 6, batch_first=True)
+
+    def forward(self, x):
+        return self.rnn(x)[0]
+
+
+def get_inputs():
+    return [torch.randn(2, 5, 4)]
+
+
+def get_init_inputs():
+    return []
+'''
+
+
+def test_convert_capture_option_chooses_the_front_end(tmp_path):
+    """``nn.RNN`` has no lowering of its own: fx alone refuses it in one line, the default
+    (fx, then torch.export) converts its decomposition and the judge finds it correct."""
+    source, out = tmp_path / "rnn.py", tmp_path / "rnn_triton.py"
+    source.write_text(RNN_TANH)
+    line = one_error(invoke("convert", source, "-o", out, "--device", "cpu", "--capture", "fx"))
+    assert "unsupported operator" in line and not out.exists()
+    result = invoke("convert", source, "-o", out, "--device", "cpu")
+    assert result.exit_code == 0, result.output
+    assert "verdict: correct" in result.stdout and out.exists()

@@ -440,9 +440,10 @@ def test_inplace_ops_rebind_the_mutated_tensor_and_refuse_aliasing():
     )
     check(program("y = torch.mul(a, 2.0)\nz = F.relu(y, inplace=True)\nreturn z + y", [(3, 4)]))
     check(program("y = torch.mul(a, 2.0)\nw = y * 3.0\ny.clamp_(min=0.1)\nreturn y, w", [(3, 4)]))
+    aliased = program("y = torch.mul(a, 2.0)\nv = y.view(-1)\ny.add_(1.0)\nreturn v", [(3, 4)])
     with pytest.raises(UnsupportedOperatorError, match="in-place"):
-        compile_program(program("y = torch.mul(a, 2.0)\nv = y.view(-1)\ny.add_(1.0)\nreturn v",
-                                [(3, 4)]), CompilerConfig())
+        compile_program(aliased, CompilerConfig(capture="fx"))
+    check(aliased)  # the default capture also tries torch.export, functionalised: no aliasing
 
 
 def test_convert_example_verifies_with_the_judge(tmp_path):
@@ -583,3 +584,12 @@ def test_contiguous_pointwise_loads_use_the_linear_index():
     assert "tl.load(in0_ptr + offs, mask=mask, other=0)" in candidate
     assert "tl.load(in1_ptr + offs, mask=mask, other=0)" in candidate
     assert "tl.load(in2_ptr + tl.where(mask" in candidate  # the broadcast (10,) operand
+
+
+def test_a_product_with_a_zero_operand_made_in_forward_runs():
+    """A short-K product whose operand is a constant (an RNN's zero initial state) rendered the
+    constant as a Python literal with ``.to()``, and the candidate crashed at run time."""
+    src = program("h = torch.zeros(a.size(0), 4, device=a.device)\n"
+                  "return F.linear(h, self.lin.weight) + a", [(3, 6)],
+                  init="self.lin = nn.Linear(4, 6)")
+    check(src, capture="fx")

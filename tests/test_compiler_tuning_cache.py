@@ -130,7 +130,7 @@ def test_convert_measures_once_then_reuses_the_measurements(tmp_path):
     assert compile_sandboxed(first, LINEAR, "strict", "cuda", tunings=cache)["candidate"] == "A"
     workers = workers_per_compile(_FakePool.size)  # the host's cores shared by the slots
     assert first.calls == [({"mode": "strict", "device": "cuda", "precision": "fp32",
-                             "compile_workers": workers, "known": {}}, True)]
+                             "capture": "auto", "compile_workers": workers, "known": {}}, True)]
     second = _FakePool([{"candidate": "A", "measurements": {}}])
     result = compile_sandboxed(second, LINEAR, "strict", "cuda", tunings=cache)
     (arguments, gated), = second.calls

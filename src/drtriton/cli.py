@@ -242,10 +242,10 @@ def ops(
     coverage: bool = typer.Option(
         False, "--coverage",
         help="Instead: what the compiler converts (nn modules, nn.functional, torch functions, "
-             "tensor methods), read from its lowering tables."),
+             "tensor methods, ATen ops), read from its lowering tables."),
     status: str = typer.Option(
         None, help="With --coverage, only rows of this status: lowered | view | traced | "
-                   "unsupported."),
+                   "decomposed | unsupported."),
 ) -> None:
     """List the operator catalogue (the synthesizer's 61 operators), or the compiler's coverage."""
     from rich.table import Table
@@ -309,6 +309,13 @@ def convert(
             "kernelbench-v0.1 | tf32 (TF32 products, baselines with TF32)."
         ),
     ),
+    capture: Literal["auto", "fx", "export"] = typer.Option(
+        "auto",
+        help=(
+            "How the forward becomes a graph: fx (torch.fx tracing) | export (torch.export, "
+            "ATen ops, modules decomposed) | auto (fx, then export where fx cannot)."
+        ),
+    ),
     search: bool = typer.Option(
         False, "--search", help="Test-time fragment search (verify and time per fragment)."
     ),
@@ -370,7 +377,7 @@ def convert(
         with _search_status(search) as progress:
             code = run_convert(str(program), str(staged), device, mode, echo=messages.echo,
                                search=search, search_budget=budget, progress=progress,
-                               judge_options=judge_options)
+                               judge_options=judge_options, capture=capture)
         verdict_reached = code in (0, 1)
         compiled = staged.exists()  # without a verdict: the program failed under the judge
         if verdict_reached and compiled:

@@ -34,11 +34,13 @@ def convert(
     search_budget: dict | None = None,
     progress=None,
     judge_options: dict | None = None,
+    capture: str = "auto",
 ) -> int:
     """Run the whole command; returns the exit status. ``search_budget``: ``SearchConfig`` fields
     (max_fragment_ops, wall_time_s, candidates_per_fragment, cache_path) for ``search``;
     ``progress(message)`` hears the search's steps (default: none); ``judge_options``: extra
-    ``JudgeConfig`` fields (timeouts, ``unsafe_no_sandbox``)."""
+    ``JudgeConfig`` fields (timeouts, ``unsafe_no_sandbox``); ``capture``: the compile's
+    ``CompilerConfig.capture`` (the search's candidates use the default)."""
     try:
         source = Path(program).read_text()
     except OSError as exc:
@@ -61,7 +63,8 @@ def convert(
     try:
         config = JudgeConfig(mode=mode, device=dev, jobs_per_gpu=1, **(judge_options or {}))
         with JudgePool(config, workers=1) as pool:
-            result = compile_sandboxed(pool, source, mode, dev, tunings=_tunings(dev))
+            result = compile_sandboxed(pool, source, mode, dev, tunings=_tunings(dev),
+                                       capture=capture)
             if "error" in result:
                 echo(f"error: {program}: {result['error']}")
                 return 2

@@ -59,10 +59,10 @@ def run_pair(source: str, candidate: str, seed: int = 0):
 
 
 def check(source: str, mode: str = "strict", atol: float = 1e-4, rtol: float = 1e-4,
-          equal_nan: bool = True) -> str:
+          equal_nan: bool = True, capture: str = "auto") -> str:
     """Compile ``source`` for the interpreter and compare every output with PyTorch's (shape,
     dtype, values); returns the candidate."""
-    candidate = compile_program(source, CompilerConfig(mode=mode, device="cpu"))
+    candidate = compile_program(source, CompilerConfig(mode=mode, device="cpu", capture=capture))
     want, got = run_pair(source, candidate)
     assert len(want) == len(got)
     for w, g in zip(want, got, strict=True):

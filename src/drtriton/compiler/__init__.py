@@ -16,6 +16,7 @@ from __future__ import annotations
 import dataclasses
 
 from drtriton.compiler import lowerings as _lowerings  # noqa: F401  (fills the dispatch tables)
+from drtriton.compiler.aten_capture import capture_exported
 from drtriton.compiler.capture import capture
 from drtriton.compiler.config import CompilerConfig, UnsupportedOperatorError
 from drtriton.compiler.emit import emit
@@ -39,8 +40,7 @@ def compile_program(source: str, config: CompilerConfig | None = None,
     named kernel's launch to its chosen config."""
     config = config or CompilerConfig()
     with TORCH_STATE_LOCK:  # tracing (and lowering its graph) is not thread-safe
-        cap = capture(source, frozenset(MODULES))  # other modules are traced through
-        prog = Lowering(cap, config, tuning).run()
+        cap, prog = _captured_and_lowered(source, config, tuning)
         if config.mode == "hybrid" and not prog.kernels:
             # Everything went to the vendor libraries (a lone matmul or convolution), but a
             # candidate must launch Triton: such a program is compiled strict instead.
@@ -51,3 +51,24 @@ def compile_program(source: str, config: CompilerConfig | None = None,
         if unknown:
             raise ValueError(f"tuning names kernels this program has not: {sorted(unknown)}")
         return emit(cap, prog, config)
+
+
+def _captured_and_lowered(source: str, config: CompilerConfig, tuning: Tuning | None):
+    """The capture ``config.capture`` names and its lowering; ``auto`` tries ``torch.fx``
+    first and ``torch.export`` where that fails, and reports the fx error if both fail (it
+    names the program's own calls, not ATen ops)."""
+    if config.capture == "export":
+        cap = capture_exported(source)
+        return cap, Lowering(cap, config, tuning).run()
+    try:
+        cap = capture(source, frozenset(MODULES))  # other modules are traced through
+        return cap, Lowering(cap, config, tuning).run()
+    except UnsupportedOperatorError as exc:
+        if config.capture == "fx":
+            raise
+        fx_error = exc
+    try:
+        cap = capture_exported(source)
+        return cap, Lowering(cap, config, tuning).run()
+    except UnsupportedOperatorError:
+        raise fx_error from None

@@ -7,6 +7,7 @@ from dataclasses import dataclass
 MODES = ("strict", "hybrid")
 DEVICES = ("cpu", "cuda")
 PRECISIONS = ("fp32", "tf32")
+CAPTURES = ("auto", "fx", "export")
 
 
 @dataclass(frozen=True)
@@ -34,6 +35,11 @@ class CompilerConfig:
     launch with the middle config of their space, fixed, and say so in a comment. 96 leaves the
     real-model suite's blocks whole (at most 76 configs each at their published sizes) and
     bounds its whole models (ResNet-18 163, MobileNetV2 353 in strict).
+    capture: how the reference's forward becomes a graph: ``fx`` (``torch.fx`` symbolic
+    tracing: ``nn`` modules with a lowering of their own stay whole, e.g. an LSTM's per-step
+    kernel), ``export`` (``torch.export`` at the ATen level: every module whose decomposition
+    is made of supported ops converts, ``compiler.aten_capture``), or ``auto``: ``fx``, and
+    ``export`` where ``fx`` cannot capture or lower the program.
     """
 
     mode: str = "strict"
@@ -42,12 +48,15 @@ class CompilerConfig:
     max_window_recompute: float = 64.0
     precision: str = "fp32"
     max_tuned_configs: int = 96
+    capture: str = "auto"
 
     def __post_init__(self) -> None:
         if self.max_tuned_configs < 0:
             raise ValueError(f"max_tuned_configs must be >= 0, got {self.max_tuned_configs}")
         if self.precision not in PRECISIONS:
             raise ValueError(f"precision must be one of {PRECISIONS}, got {self.precision!r}")
+        if self.capture not in CAPTURES:
+            raise ValueError(f"capture must be one of {CAPTURES}, got {self.capture!r}")
         if self.mode not in MODES:
             raise ValueError(f"mode must be one of {MODES}, got {self.mode!r}")
         if self.device not in DEVICES:

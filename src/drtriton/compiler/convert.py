@@ -41,7 +41,7 @@ class Measurements:
 
 def compile_in_child(source: str, mode: str, device: str, tune: bool = True,
                      precision: str = "fp32", known: dict | None = None,
-                     compile_workers: int = 1) -> dict:
+                     compile_workers: int = 1, capture: str = "auto") -> dict:
     """The compile step as the judge's sandboxed child runs it (``JudgePool.call``). On CUDA with
     ``tune``, the candidate's autotuned kernels are measured once on the program's inputs and
     their launches fixed to the chosen configs (``compiler.tune``); ``tuning`` records them, or
@@ -52,16 +52,18 @@ def compile_in_child(source: str, mode: str, device: str, tune: bool = True,
     ``known`` holds earlier measurements of this program (``TuningCache``), used instead of
     measuring again (a compile that finds all it needs there never asks for the GPU alone);
     ``measurements`` in the result are the new ones. ``compile_workers``: processes that compile
-    the configs to tune (``tune._precompile_in_processes``)."""
+    the configs to tune (``tune._precompile_in_processes``); ``capture``:
+    ``CompilerConfig.capture``."""
     from drtriton.compiler import UnsupportedOperatorError
     from drtriton.program import ProgramError
 
     measurements = Measurements(known)
     try:
-        result = _compiled(source, mode, device, tune, precision, measurements, compile_workers)
+        result = _compiled(source, mode, device, tune, precision, measurements, compile_workers,
+                           capture)
         if mode == "hybrid" and device == "cuda" and tune and "tuning_error" not in result:
             strict = _compiled(source, "strict", device, tune, precision, measurements,
-                               compile_workers)
+                               compile_workers, capture)
             result = _faster_of(source, result, strict, measurements, compile_workers)
         return result | {"measurements": measurements.made}
     except UnsupportedOperatorError as exc:
@@ -71,7 +73,8 @@ def compile_in_child(source: str, mode: str, device: str, tune: bool = True,
 
 
 def compile_sandboxed(pool, source: str, mode: str, device: str,
-                      precision: str | None = None, tunings: TuningCache | None = None) -> dict:
+                      precision: str | None = None, tunings: TuningCache | None = None,
+                      capture: str = "auto") -> dict:
     """``compile_in_child`` in one of ``pool``'s sandboxes, at ``precision`` (default: that of
     the pool's judge preset). On CUDA the child shares its GPU while it captures and compiles,
     and has it alone while it measures (``gpu_gate``); with ``tunings``, measurements known
@@ -80,7 +83,7 @@ def compile_sandboxed(pool, source: str, mode: str, device: str,
 
     precision = precision or pool.config.precision
     gated = device == "cuda"
-    arguments = {"mode": mode, "device": device, "precision": precision,
+    arguments = {"mode": mode, "device": device, "precision": precision, "capture": capture,
                  "compile_workers": workers_per_compile(pool.size) if gated else 1}
     if not gated or tunings is None:
         return pool.call(source, FUNCTION, arguments, phase="compiler capture", gated=gated)
@@ -105,10 +108,11 @@ def workers_per_compile(slots: int) -> int:
 
 
 def _compiled(source: str, mode: str, device: str, tune: bool, precision: str,
-              measurements: Measurements, compile_workers: int = 1) -> dict:
+              measurements: Measurements, compile_workers: int = 1,
+              capture: str = "auto") -> dict:
     from drtriton.compiler import CompilerConfig, compile_program
 
-    config = CompilerConfig(mode=mode, device=device, precision=precision)
+    config = CompilerConfig(mode=mode, device=device, precision=precision, capture=capture)
     candidate = compile_program(source, config)
     if not (tune and device == "cuda" and "@triton.autotune(" in candidate):
         return {"candidate": candidate}

@@ -1,13 +1,16 @@
 """What the compiler converts, read from its dispatch tables (``drtriton ops --coverage``).
 
-The compiler captures programs with ``torch.fx`` at the level of PyTorch's Python API, so the
-report is in those terms: ``nn`` modules, ``torch.nn.functional`` functions, ``torch`` functions
-and tensor methods. Each is
+The compiler captures programs with ``torch.fx`` at the level of PyTorch's Python API, and
+with ``torch.export`` at the level of ATen ops (``capture="auto"`` tries fx first), so the
+report is in both terms: ``nn`` modules, ``torch.nn.functional`` functions, ``torch`` functions,
+tensor methods, and ATen ops (the core ATen opset and every op the export capture maps). Each is
 
 * ``lowered``: a lowering of its own (``compiler.lowerings``);
 * ``view``: a view the compiler folds into the indexing of the kernels that read it;
 * ``traced``: an ``nn`` module without a lowering of its own, whose ``forward`` the capture
   traces into: it converts when everything it calls does;
+* ``decomposed``: an ATen op without a mapping of its own that PyTorch decomposes: it converts
+  when the ops of its decomposition do;
 * ``unsupported``: converting a program that calls it fails with an error naming it.
 """
 
@@ -18,8 +21,8 @@ from dataclasses import dataclass
 
 import torch
 
-STATUSES = ("lowered", "view", "traced", "unsupported")
-KINDS = ("nn module", "nn.functional", "torch function", "tensor method")
+STATUSES = ("lowered", "view", "traced", "decomposed", "unsupported")
+KINDS = ("nn module", "nn.functional", "torch function", "tensor method", "aten op")
 
 
 @dataclass(frozen=True)
@@ -55,7 +58,36 @@ def coverage() -> list[Coverage]:
     rows += [Coverage("tensor method", f"Tensor.{name}", "lowered") for name in METHODS]
     rows += [Coverage("tensor method", f"Tensor.{name}", "view")
              for name in VIEW_METHODS if name not in METHODS]
+    rows += _aten_rows()
     return sorted(set(rows), key=lambda r: (KINDS.index(r.kind), r.name))
+
+
+def _aten_rows() -> list[Coverage]:
+    """The core ATen opset, the ATen ops the export capture maps and those PyTorch
+    decomposes, by overload packet."""
+    from drtriton.compiler import aten_capture
+
+    decomposable = {op.name().split("::")[-1].split(".")[0]
+                    for op in torch.export.default_decompositions()
+                    if isinstance(op, torch._ops.OpOverload)}
+    rows = []
+    for qualified in torch._C._dispatch_get_all_op_names():
+        namespace, _, full = qualified.partition("::")
+        name, _, overload = full.partition(".")
+        if namespace != "aten" or "backward" in name:
+            continue
+        mapped = aten_capture.maps(name)
+        if not (mapped or name in decomposable or _core(name, overload or "default")):
+            continue
+        status = ("lowered" if mapped else "decomposed" if name in decomposable
+                  else "unsupported")
+        rows.append(Coverage("aten op", f"aten.{name}", status))
+    return rows
+
+
+def _core(name: str, overload: str) -> bool:
+    op = getattr(getattr(torch.ops.aten, name, None), overload, None)
+    return isinstance(op, torch._ops.OpOverload) and torch.Tag.core in op.tags
 
 
 def _public_modules() -> list[tuple[str, type]]:

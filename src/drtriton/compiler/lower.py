@@ -55,6 +55,12 @@ class Missing:
     what: str
 
 
+def unavailable(what: str) -> None:
+    """A graph node standing for a result the compiler does not produce (the statistics a fused
+    ATen norm also returns): its lowering is ``Missing(what)``, so only using it is refused."""
+    raise RuntimeError(f"{what} is not computed")
+
+
 class Deferred:
     """A result lowered only when something uses it (multi-head attention's weights, which a
     forward mostly drops): taking it out of a tuple does not count as a use."""
@@ -99,6 +105,8 @@ def _label(node: fx.Node, gm: fx.GraphModule) -> str:
     if node.op == "call_method":
         return f".{node.target}()"
     t = node.target
+    if isinstance(t, torch._ops.OpOverload):  # an ATen op the export capture could not map
+        return f"aten.{t._opname}"
     if t is getattr and len(node.args) > 1:
         return f".{node.args[1]}"
     mod = getattr(t, "__module__", "") or ""
@@ -604,6 +612,8 @@ class Lowering(Reductions):
             return target(*args, **kwargs)
         handler = FUNCTIONS.get(target)
         if handler is None:
+            if isinstance(target, torch._ops.OpOverload):
+                raise Unsupported("no lowering, and no decomposition into ops that have one")
             raise Unsupported(f"function {getattr(target, '__name__', target)}")
         return handler(self, *args, **kwargs)
 
@@ -692,6 +702,7 @@ PY_OPS = {operator.add, operator.sub, operator.mul, operator.truediv, operator.f
 FUNCTIONS: dict[object, Callable] = {}
 METHODS: dict[str, Callable] = {}
 MODULES: dict[type, Callable] = {}
+FUNCTIONS[unavailable] = lambda lowering, what: Missing(what)
 
 __all__ = ["Lowering", "Program", "Unsupported", "Missing", "FUNCTIONS", "METHODS", "MODULES",
            "math", "F"]

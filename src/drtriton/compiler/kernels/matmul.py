@@ -318,6 +318,6 @@ def skinny_matmul(w: Writer, a: ir.Expr, b: ir.Expr, out: str) -> Kernel:
     for k in range(K):
         av = w.ev(a, [*bidx, mi, str(k)], "mask")
         bv = w.ev(b, [*bidx, str(k), ni], "mask")
-        w.line(f"{acc} += {av}.to(tl.float32) * {bv}.to(tl.float32)")
+        w.line(f"{acc} += tl.cast({av}, tl.float32) * tl.cast({bv}, tl.float32)")
     w.store(out, "offs", acc, "mask", shape)
     return finish_1d(w, n, "BLOCK", POINTWISE_CONFIGS, n * K, min(w.blocks.pointwise, next_pow2(n)))

@@ -474,7 +474,9 @@ class Writer:
             return f"-{x}"
         if n == "not":
             return f"{x} == 0"
-        if n == "cast":
+        if n == "cast":  # a Python scalar (an op of constants, ``1.0 == 1``) has no ``.to``
+            if _constant(e.args[0]):
+                return f"tl.cast({x}, {TL_DTYPES[e.dtype]})"
             return f"{x}.to({TL_DTYPES[e.dtype]})"
         if n == "tanh":
             self.helpers.add("_tanh")
@@ -572,3 +574,11 @@ def tune_config(consts: dict[str, int], warps: int, stages: int | None = None) -
 
 
 MAX_GRID_Z = 65535  # CUDA's limit on grid axes 1 and 2
+
+
+def _constant(e: ir.Expr) -> bool:
+    """Whether ``e`` is made of constants alone (its rendering is a Python scalar)."""
+    if isinstance(e, ir.Const):
+        return True
+    return (isinstance(e, ir.Op) and e.name not in ir.INDEX_OPS and bool(e.args)
+            and all(isinstance(a, ir.Expr) and _constant(a) for a in e.args))

@@ -174,6 +174,16 @@ for _name, _targets, _meths in [
     method(*_meths)(_unary(_name))
 
 
+@fn(torch.trunc, torch.fix)
+@method("trunc", "fix")
+def _trunc(L, x):
+    """Rounding toward zero; integers are whole already."""
+    x = L.t(x)
+    if not ir.is_float(x.dtype):
+        return x
+    return ir.op("where", ir.op("lt", x, ir.const(0.0)), ir.op("ceil", x), ir.op("floor", x))
+
+
 @fn(torch.abs, torch.absolute)
 @method("abs", "absolute", "__abs__")
 def _abs(L, x):
