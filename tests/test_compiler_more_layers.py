@@ -11,7 +11,7 @@ os.environ.setdefault("TRITON_INTERPRET", "1")
 
 import pytest  # noqa: E402
 
-from compiler_cases.harness import check  # noqa: E402
+from compiler_cases.harness import check, program  # noqa: E402
 
 LAYERS = '''
 import torch
@@ -48,3 +48,14 @@ def get_init_inputs():
 @pytest.mark.parametrize("mode", ["strict", "hybrid"])
 def test_prelu_padding_modes_unfold_and_repeat_interleave_match_pytorch(mode):
     check(LAYERS, mode, atol=1e-4, rtol=1e-4)
+
+
+@pytest.mark.parametrize("capture", ["fx", "export"])
+def test_var_mean_std_mean_and_hypot_match_pytorch(capture):
+    """Tuple-valued ``var_mean``/``std_mean`` (fx calls them, export keeps ``aten.var_mean``)
+    and ``hypot``, also where squaring would overflow fp32."""
+    src = program("v, m = torch.var_mean(a, dim=1, correction=0)\n"
+                  "s, n = torch.std_mean(a, 0, keepdim=True)\n"
+                  "return v + m, s * n, torch.var_mean(a)[0], torch.hypot(a * 1e20, b), "
+                  "torch.hypot(a * 0, b * 0)", [(4, 5), (4, 5)])
+    check(src, capture=capture)

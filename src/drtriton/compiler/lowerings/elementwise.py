@@ -184,6 +184,19 @@ def _trunc(L, x):
     return ir.op("where", ir.op("lt", x, ir.const(0.0)), ir.op("ceil", x), ir.op("floor", x))
 
 
+@fn(torch.hypot)
+@method("hypot")
+def _hypot(L, a, b):
+    """``sqrt(a**2 + b**2)`` scaled by the larger magnitude, so squares of values past 1e19 do
+    not overflow fp32 where the result does not."""
+    a, b = ir.op("abs", _f(L.t(a))), ir.op("abs", _f(L.t(b)))
+    big, small = ir.op("maximum", a, b), ir.op("minimum", a, b)
+    ratio = ir.op("div", small, ir.op("where", ir.op("eq", big, ir.const(0.0)), ir.const(1.0),
+                                      big))
+    return ir.op("mul", big, ir.op("sqrt", ir.op("add", ir.const(1.0), ir.op("mul", ratio,
+                                                                            ratio))))
+
+
 @fn(torch.abs, torch.absolute)
 @method("abs", "absolute", "__abs__")
 def _abs(L, x):

@@ -123,6 +123,22 @@ def _std(L, x, dim=None, unbiased=None, keepdim=False, *, correction=None):
     return ir.op("sqrt", _var(L, x, dim, unbiased, keepdim, correction=correction))
 
 
+@fn(torch.var_mean)
+def _var_mean(L, x, dim=None, unbiased=None, keepdim=False, *, correction=None):
+    """``(var, mean)``: two reductions over the same rows (they fuse where the rows fit one
+    kernel, as ``x.var(); x.mean()`` do)."""
+    if isinstance(dim, bool):
+        unbiased, dim = dim, None
+    mean = L.reduce("mean", x, dim, keepdim)
+    return _var(L, x, dim, unbiased, keepdim, correction=correction), mean
+
+
+@fn(torch.std_mean)
+def _std_mean(L, x, dim=None, unbiased=None, keepdim=False, *, correction=None):
+    var, mean = _var_mean(L, x, dim, unbiased, keepdim, correction=correction)
+    return ir.op("sqrt", var), mean
+
+
 @fn(torch.norm, torch.linalg.norm, torch.linalg.vector_norm)
 @method("norm")
 def _norm(L, x, p="fro", dim=None, keepdim=False, out=None, dtype=None, ord=None):
