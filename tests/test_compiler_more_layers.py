@@ -59,3 +59,14 @@ def test_var_mean_std_mean_and_hypot_match_pytorch(capture):
                   "return v + m, s * n, torch.var_mean(a)[0], torch.hypot(a * 1e20, b), "
                   "torch.hypot(a * 0, b * 0)", [(4, 5), (4, 5)])
     check(src, capture=capture)
+
+
+@pytest.mark.parametrize("capture", ["fx", "export"])
+def test_diagonals_trace_and_addbmm_match_pytorch(capture):
+    """Diagonals are strided views of the buffer (offsets on both sides, any two dims); trace
+    sums one; addbmm is one product over batch and K together."""
+    src = program("return (torch.diag(a), torch.diagonal(b, 1, 0, 2), torch.trace(a * 2),\n"
+                  "        a.diagonal(-1) + 1, torch.diag(a, 2),\n"
+                  "        torch.addbmm(c, b.transpose(1, 2), d, beta=0.5, alpha=2.0))",
+                  [(4, 5), (3, 4, 5), (5, 6), (3, 4, 6)])
+    check(src, capture=capture)

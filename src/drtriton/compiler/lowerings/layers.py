@@ -228,6 +228,20 @@ def _addmm(L, bias, a, b, *, beta=1, alpha=1):
 fn(torch.baddbmm)(_addmm)
 
 
+@fn(torch.addbmm)
+@method("addbmm")
+def _addbmm(L, bias, a, b, *, beta=1, alpha=1):
+    """``beta * bias + alpha * sum_i a[i] @ b[i]`` as one product over the batch and K
+    together: ``(n, batch * k) @ (batch * k, m)``."""
+    a, b = L.t(a), L.t(b)
+    if len(a.shape) != 3 or len(b.shape) != 3:
+        raise Unsupported("addbmm of operands that are not 3-D")
+    batch, n, k = a.shape
+    flat_a = ir.reshape(ir.permute(a, (1, 0, 2)), (n, batch * k))
+    flat_b = ir.reshape(b, (batch * k, b.shape[2]))
+    return _addmm(L, bias, flat_a, flat_b, beta=beta, alpha=alpha)
+
+
 # ------------------------------------------------------------------ convolution and pooling
 
 

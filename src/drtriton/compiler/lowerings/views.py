@@ -207,6 +207,44 @@ def _tensor_unfold(L, x, dimension, size, step):
     return ir.Load(shape, x.dtype, x.buf, strides, x.offset)
 
 
+@fn(torch.diagonal)
+@method("diagonal")
+def _diagonal(L, x, offset=0, dim1=0, dim2=1):
+    """``x.diagonal(offset, dim1, dim2)``: a strided view of ``x``'s buffer whose last dim
+    steps along both ``dim1`` and ``dim2`` at once."""
+    x = L.t(x)
+    rank = len(x.shape)
+    d1, d2 = dim1 % rank, dim2 % rank
+    if d1 == d2:
+        raise Unsupported("diagonal of one dim with itself")
+    if not isinstance(x, ir.Load):
+        x = L.materialize(x)
+    start = (0, offset) if offset >= 0 else (-offset, 0)
+    n = max(0, min(x.shape[d1] - start[0], x.shape[d2] - start[1]))
+    if n == 0:
+        raise Unsupported(f"empty diagonal (offset {offset})")
+    keep = [d for d in range(rank) if d not in (d1, d2)]
+    shape = tuple(x.shape[d] for d in keep) + (n,)
+    strides = tuple(x.strides[d] for d in keep) + (x.strides[d1] + x.strides[d2],)
+    offset0 = x.offset + start[0] * x.strides[d1] + start[1] * x.strides[d2]
+    return ir.Load(shape, x.dtype, x.buf, strides, offset0)
+
+
+@fn(torch.trace)
+@method("trace")
+def _trace(L, x):
+    return L.reduce("sum", _diagonal(L, x), None, False)
+
+
+@fn(torch.diag)
+@method("diag")
+def _diag(L, x, diagonal=0):
+    """A 2-D input's diagonal; a 1-D input is refused (it builds a matrix)."""
+    if len(L.t(x).shape) != 2:
+        raise Unsupported("torch.diag of a 1-D tensor (a matrix from a vector)")
+    return _diagonal(L, x, diagonal)
+
+
 @fn(torch.tile)
 @method("tile")
 def _tile(L, x, *dims):
