@@ -1,5 +1,6 @@
-"""Which programs of a hand-written suite ``torch.export`` captures, and the ATen ops they
-decompose into: what an ATen-level front end for the compiler would have to lower.
+"""Which programs of a hand-written suite ``torch.export`` captures, and the core ATen ops they
+decompose into (the compiler's export capture, ``compiler.aten_capture``, decomposes only the
+ops it cannot map, so it sees fewer and higher-level ones).
 
     .venv/bin/python benchmarks/export_coverage.py [--suite benchmarks/suites/real] [--scale cpu]
 

@@ -80,6 +80,8 @@ DECOMPOSED = {
                               "torch.randn(4, 5)"),
     "diff_aminmax_frac": _prog("return torch.diff(a, dim=1), torch.aminmax(a, dim=1)[1], "
                                "torch.frac(3 * a)", "torch.randn(4, 5)"),
+    "cross_product": _prog("return torch.linalg.cross(a, b)",
+                           "torch.randn(4, 3), torch.randn(4, 3)", args="a, b"),
     "ranking_losses": _prog(
         "y = torch.ones(4)\n"
         "return (F.margin_ranking_loss(a[:, 0], b[:, 0], y) + F.soft_margin_loss(a, b.sign())\n"
@@ -97,10 +99,10 @@ def test_auto_capture_converts_what_fx_refuses_through_torch_export(name):
 
 
 def test_an_op_with_no_lowering_and_no_decomposition_is_named_with_its_line():
-    source = _prog("y = a * 2\nreturn torch.hypot(y, b)", "torch.randn(4), torch.randn(4)",
-                   args="a, b")
-    with pytest.raises(UnsupportedOperatorError, match=r"^unsupported operator aten\.hypot at "
-                       r"line 13: return torch\.hypot\(y, b\) \(no lowering") as refused:
+    source = _prog("y = a * 2\nreturn torch.logcumsumexp(y, 1)", "torch.randn(4, 5)")
+    with pytest.raises(UnsupportedOperatorError, match=r"^unsupported operator aten\."
+                       r"logcumsumexp at line 13: return torch\.logcumsumexp\(y, 1\) \(no "
+                       r"lowering") as refused:
         compile_program(source, CompilerConfig(device="cpu", capture="export"))
     assert "\n" not in str(refused.value)
 

@@ -70,3 +70,14 @@ def test_diagonals_trace_and_addbmm_match_pytorch(capture):
                   "        torch.addbmm(c, b.transpose(1, 2), d, beta=0.5, alpha=2.0))",
                   [(4, 5), (3, 4, 5), (5, 6), (3, 4, 6)])
     check(src, capture=capture)
+
+
+@pytest.mark.parametrize("capture", ["fx", "export"])
+def test_remainder_fmod_and_the_percent_operator_match_pytorch(capture):
+    """Python's sign (of the divisor) for ``%`` and ``remainder``, C's (of the dividend) for
+    ``fmod``, on floats and integers."""
+    src = program("i = (a * 10).long()\n"
+                  "return (a % 0.7, torch.remainder(a, b), torch.fmod(a, -0.3), i % 3,\n"
+                  "        torch.fmod(i, -4), torch.remainder(i, -3), b.remainder(2))",
+                  [(4, 5), (4, 5)])
+    check(src, capture=capture)

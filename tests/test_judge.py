@@ -272,6 +272,34 @@ def test_reference_cache_computes_each_key_once():
     assert cache.get(("k",), compute) == (4, False)
 
 
+def test_reference_cache_runs_a_failing_reference_once_per_key():
+    """A group's candidates each asked for the reference, so an invalid one ran once per
+    candidate; its error is now remembered and raised to the later callers."""
+    from drtriton.judge.cache import ReferenceCache
+    from drtriton.judge.pair import InvalidReferenceError
+
+    calls = []
+    cache = ReferenceCache(remembered=(InvalidReferenceError,), small_capacity=2)
+
+    def fail():
+        calls.append(1)
+        raise InvalidReferenceError("reference: forward raised")
+
+    for _ in range(3):
+        with pytest.raises(InvalidReferenceError, match="forward raised"):
+            cache.get(("bad",), fail)
+    assert len(calls) == 1
+    with pytest.raises(ZeroDivisionError):  # not remembered: computed again next time
+        cache.get(("other",), lambda: 1 / 0)
+    assert cache.get(("other",), lambda: 5) == (5, False)
+    for key in ("x", "y"):  # the two most recent failures are kept
+        with pytest.raises(InvalidReferenceError):
+            cache.get((key,), fail)
+    with pytest.raises(InvalidReferenceError):
+        cache.get(("bad",), fail)
+    assert len(calls) == 4  # ("bad",) was forgotten and ran again
+
+
 _ESCAPING_REFERENCE = """
 import subprocess
 import sys

@@ -43,11 +43,18 @@ class ReferenceCache:
     It keeps ``capacity`` entries, and more while they are small: up to ``small_capacity``
     entries while they hold at most ``small_bytes`` together (``size(value)``), so that many
     groups of small programs judged at once (RL, pairs) do not evict each other's reference
-    before their candidates are judged, while GPU-scale outputs (GBs) stay few."""
+    before their candidates are judged, while GPU-scale outputs (GBs) stay few.
+
+    A ``compute`` that raises one of ``remembered`` (an invalid reference) is not run again for
+    its key: the error is raised to the later callers too, for the ``small_capacity`` most
+    recent such keys (a group's candidates would otherwise each rerun a failing reference)."""
 
     def __init__(self, capacity: int = 2, size: Callable[[Any], int] | None = None,
-                 small_bytes: int = 256 << 20, small_capacity: int = 64) -> None:
+                 small_bytes: int = 256 << 20, small_capacity: int = 64,
+                 remembered: tuple[type[BaseException], ...] = ()) -> None:
         self.capacity = capacity
+        self.remembered = remembered
+        self._failures: OrderedDict[tuple, BaseException] = OrderedDict()
         self.size = size
         self.small_bytes, self.small_capacity = small_bytes, small_capacity
         self._entries: OrderedDict[tuple, Any] = OrderedDict()
@@ -64,7 +71,16 @@ class ReferenceCache:
                 if key in self._entries:
                     self._entries.move_to_end(key)
                     return self._entries[key], True
-            value = compute()  # raises for an invalid reference: nothing is stored
+                if key in self._failures:
+                    raise self._failures[key]
+            try:
+                value = compute()
+            except self.remembered as exc:
+                with self._guard:
+                    self._failures[key] = exc
+                    while len(self._failures) > self.small_capacity:
+                        self._failures.popitem(last=False)
+                raise
             with self._guard:
                 self._entries[key] = value
                 self._bytes[key] = self.size(value) if self.size else self.small_bytes + 1

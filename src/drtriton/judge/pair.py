@@ -222,7 +222,8 @@ class Slot:
     child_device: str  # the same GPU as the children see it (e.g. cuda)
     environment: dict
     references: ReferenceCache = field(
-        default_factory=lambda: ReferenceCache(size=reference_bytes))
+        default_factory=lambda: ReferenceCache(size=reference_bytes,
+                                               remembered=(InvalidReferenceError,)))
     baselines: BaselineCache | None = None
     kernels: KernelCompiler | None = None  # compiles kernels for the store (CUDA)
     gpu: GpuLock = field(default_factory=GpuLock)

@@ -184,6 +184,32 @@ def _trunc(L, x):
     return ir.op("where", ir.op("lt", x, ir.const(0.0)), ir.op("ceil", x), ir.op("floor", x))
 
 
+def _same_dtype(L, a, b) -> tuple[ir.Expr, ir.Expr]:
+    a, b = L.t(a), L.t(b)
+    dtype = ir.promote(a.dtype, b.dtype)
+    return ir.cast(a, dtype), ir.cast(b, dtype)
+
+
+@fn(torch.fmod)
+@method("fmod")
+def _fmod(L, a, b):
+    """C's remainder: the sign of ``a``."""
+    return ir.op("fmod", *_same_dtype(L, a, b))
+
+
+@fn(torch.remainder, operator.mod)
+@method("remainder", "__mod__")
+def _remainder(L, a, b):
+    """Python's remainder, the sign of ``b``: fmod moved by ``b`` where the signs differ, as
+    PyTorch computes it."""
+    a, b = _same_dtype(L, a, b)
+    r = ir.op("fmod", a, b)
+    zero = ir.const(0)
+    wrong_sign = ir.op("and", ir.op("ne", r, zero),
+                       ir.op("ne", ir.op("lt", r, zero), ir.op("lt", b, zero)))
+    return ir.op("where", wrong_sign, ir.op("add", r, b), r)
+
+
 @fn(torch.hypot)
 @method("hypot")
 def _hypot(L, a, b):
