@@ -81,3 +81,13 @@ def test_remainder_fmod_and_the_percent_operator_match_pytorch(capture):
                   "        torch.fmod(i, -4), torch.remainder(i, -3), b.remainder(2))",
                   [(4, 5), (4, 5)])
     check(src, capture=capture)
+
+
+@pytest.mark.parametrize("capture", ["fx", "export"])
+def test_logcumsumexp_matches_pytorch_over_long_rows_and_infinities(capture):
+    """A scan with a logaddexp combine, carried across 1,024-wide chunks; values spanning 100
+    units (no single shift is safe) and runs of -inf."""
+    src = program("m = a.masked_fill(a > 1, float('-inf'))\n"
+                  "return torch.logcumsumexp(a, 1), torch.logcumsumexp(a * 50, 0), "
+                  "m.logcumsumexp(-1)", [(4, 1500)])
+    check(src, capture=capture, atol=1e-5, rtol=1e-5)

@@ -331,7 +331,8 @@ def _row_configs(r: _Rows) -> list[tuple[int, int]]:
 
 
 def scan(w: Writer, kind: str, x: ir.Expr, dim: int, out: str) -> Kernel:
-    """Cumulative sum/max/min along ``dim``: chunked associative scan with a running carry."""
+    """Cumulative sum/product/max/min/logsumexp along ``dim``: chunked associative scan with a
+    running carry."""
     shape = x.shape
     kept = [d for d in range(len(shape)) if d != dim]
     kshape = tuple(shape[d] for d in kept)
@@ -347,7 +348,7 @@ def scan(w: Writer, kind: str, x: ir.Expr, dim: int, out: str) -> Kernel:
     w.line(f"mmask = rm < {M}")
     kidx = w.delinearize("rm", kshape)
     fill = {"cumsum": "0.0", "cumprod": "1.0", "cummax": '-float("inf")',
-            "cummin": 'float("inf")'}[kind]
+            "cummin": 'float("inf")', "logcumsumexp": '-float("inf")'}[kind]
     carry = w.tmp(f"tl.full([BM], {fill}, tl.float32)", "carry")
     strides = ir.contiguous_strides(shape)
     with w.block(f"for r0 in range(0, {R}, {BR}):"):
@@ -362,6 +363,12 @@ def scan(w: Writer, kind: str, x: ir.Expr, dim: int, out: str) -> Kernel:
         if kind == "cumsum":
             c = w.tmp(f"tl.cumsum({v}, 1) + {carry}[:, None]", "c")
             w.line(f"{carry} = {carry} + tl.sum({v}, 1)")
+        elif kind == "logcumsumexp":
+            w.helpers.add("_logaddexp_combine")
+            scanned = w.tmp(f"tl.associative_scan({v}, 1, _logaddexp_combine)", "s")
+            c = w.tmp(f"_logaddexp_combine({scanned}, {carry}[:, None])", "c")
+            w.line(f"{carry} = _logaddexp_combine({carry}, tl.reduce({v}, 1, "
+                   "_logaddexp_combine))")
         elif kind == "cumprod":
             w.helpers.add("_mul_combine")
             c = w.tmp(f"tl.associative_scan({v}, 1, _mul_combine) * {carry}[:, None]", "c")

@@ -50,6 +50,12 @@ def _max_combine(a, b):
 def _min_combine(a, b):
     return tl.minimum(a, b)
 ''',
+    "_logaddexp_combine": '''@triton.jit
+def _logaddexp_combine(a, b):
+    # log(exp(a) + exp(b)); equal arguments (both infinite too) exactly a + log(2)
+    m = tl.maximum(a, b)
+    return tl.where(a == b, a + 0.6931471805599453, m + tl.log(1.0 + tl.exp(-tl.abs(a - b))))
+''',
     "_mul_combine": '''@triton.jit
 def _mul_combine(a, b):
     return a * b

@@ -207,6 +207,14 @@ def _cumprod(L, x, dim, dtype=None):
     return L.scan("cumprod", _f(L.t(x)), dim)
 
 
+@fn(torch.logcumsumexp)
+@method("logcumsumexp")
+def _logcumsumexp(L, x, dim):
+    """``log(cumsum(exp(x)))`` as a scan whose combine is ``logaddexp`` (stable where the
+    values span a wide range, unlike one shift by the row's maximum)."""
+    return L.scan("logcumsumexp", _f(L.t(x)), dim)
+
+
 def _cum_ext(kind):
     """``cummax``/``cummin``: the values, and the indices lowered only if used (``Deferred``):
     the last position at or before each where ``x`` equals the running value, as PyTorch picks
