@@ -12,6 +12,7 @@ os.environ.setdefault("TRITON_INTERPRET", "1")
 import pytest  # noqa: E402
 
 from compiler_cases.harness import check, program  # noqa: E402
+from drtriton.compiler import CompilerConfig, UnsupportedOperatorError, compile_program  # noqa: E402
 
 LAYERS = '''
 import torch
@@ -91,3 +92,19 @@ def test_logcumsumexp_matches_pytorch_over_long_rows_and_infinities(capture):
                   "return torch.logcumsumexp(a, 1), torch.logcumsumexp(a * 50, 0), "
                   "m.logcumsumexp(-1)", [(4, 1500)])
     check(src, capture=capture, atol=1e-5, rtol=1e-5)
+
+
+@pytest.mark.parametrize("capture", ["fx", "export"])
+def test_bilinear_rrelu_in_eval_and_cdist_match_pytorch(capture):
+    src = program("return (self.m(a, b), F.rrelu(a, training=False), torch.cdist(a, c),\n"
+                  "        torch.cdist(a, c, p=1), torch.cdist(a, c, p=3.0),\n"
+                  "        torch.cdist(a, c, p=float('inf')))", [(4, 5), (4, 6), (7, 5)],
+                  init="self.m = nn.Bilinear(5, 6, 3)")
+    check(src, capture=capture)
+
+
+@pytest.mark.parametrize("capture", ["fx", "export"])
+def test_rrelu_in_training_mode_is_refused(capture):
+    src = program("return F.rrelu(a, training=True)", [(4, 5)])
+    with pytest.raises(UnsupportedOperatorError, match="random"):
+        compile_program(src, CompilerConfig(capture=capture))

@@ -239,14 +239,15 @@ def _inactive_dropout(name: str, node: fx.Node, args: tuple) -> bool:
 
 def _refuse_random(node: fx.Node, lines: list[str]) -> None:
     """Refuse an op that draws random numbers (ATen tags it ``nondeterministic_seeded``); an
-    attention whose ``dropout_p`` is 0 draws none."""
+    attention whose ``dropout_p`` is 0, or an op told ``training=False``, draws none."""
     op = node.target
     if not (isinstance(op, torch._ops.OpOverload)
             and torch.Tag.nondeterministic_seeded in op.tags):
         return
-    if any(a.name == "dropout_p" for a in op._schema.arguments):
-        if not _named(op, node.args, node.kwargs).get("dropout_p", 0.0):
-            return
+    defaults = {a.name: a.default_value for a in op._schema.arguments if a.has_default_value()}
+    named = defaults | _named(op, node.args, node.kwargs)
+    if named.get("dropout_p", 1.0) == 0 or named.get("training", True) is False:
+        return  # attention without dropout; rrelu in eval mode (its slope is fixed)
     line, text = node_line(node, lines)
     raise UnsupportedOperatorError(
         f"aten.{_name(op)}", line, text, "draws random numbers in forward: a candidate cannot "

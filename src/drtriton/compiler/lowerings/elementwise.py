@@ -278,6 +278,15 @@ def leaky_relu(x, slope):
     return ir.op("where", ir.op("gt", x, ir.const(0.0)), x, ir.op("mul", x, ir.const(float(slope))))
 
 
+@fn(F.rrelu, torch.rrelu)
+def _rrelu(L, x, lower=1.0 / 8, upper=1.0 / 3, training=False, inplace=False):
+    """Randomised leaky ReLU: in eval mode the slope is the mean of its range; in training it
+    draws a slope per element, which a candidate cannot repeat."""
+    if training:
+        raise Unsupported("rrelu in training mode (random slopes)")
+    return _leaky(L, x, (lower + upper) / 2)
+
+
 @fn(F.leaky_relu)
 def _leaky(L, x, negative_slope=0.01, inplace=False):
     return leaky_relu(_f(L.t(x)), negative_slope)

@@ -529,6 +529,37 @@ for _n, _f_ in enumerate([F.adaptive_max_pool1d, F.adaptive_max_pool2d, F.adapti
 # ------------------------------------------------------------------ einsum
 
 
+@fn(torch.bilinear, F.bilinear)
+def _bilinear(L, x1, x2, weight, bias=None):
+    """``x1 A_o x2`` for every output ``o``: an einsum over the two inputs' last dims."""
+    lead = "abcdefg"[: len(L.t(x1).shape) - 1]
+    y = _einsum(L, f"{lead}i,oij,{lead}j->{lead}o", x1, weight, x2)
+    return y if bias is None else ir.op("add", y, L.t(bias))
+
+
+@fn(torch.cdist)
+def _cdist(L, x1, x2, p=2.0, compute_mode=None):
+    """Pairwise p-norm distances from the differences themselves (PyTorch takes a product for
+    p = 2 on large inputs; the differences are at least as accurate)."""
+    a, b = _f(L.t(x1)), _f(L.t(x2))
+    if len(a.shape) < 2 or a.shape[-1] != b.shape[-1]:
+        raise Unsupported("cdist of inputs that are not (..., P, M) and (..., R, M)")
+    diff = ir.op("abs", ir.op("sub", ir.reshape(a, a.shape[:-1] + (1, a.shape[-1])),
+                              ir.reshape(b, b.shape[:-2] + (1,) + b.shape[-2:])))
+    if p == float("inf"):
+        return L.reduce("amax", diff, -1, False)
+    if p <= 0:
+        raise Unsupported(f"cdist with p = {p}")
+    powered = diff if p == 1 else ir.op("mul", diff, diff) if p == 2 else ir.op(
+        "exp", ir.op("mul", ir.op("log", diff), ir.const(float(p))))
+    total = L.reduce("sum", powered, -1, False)
+    if p == 1:
+        return total
+    if p == 2:
+        return ir.op("sqrt", total)
+    return ir.op("exp", ir.op("div", ir.op("log", total), ir.const(float(p))))
+
+
 @fn(torch.einsum)
 def _einsum(L, equation, *operands):
     """No ellipsis or repeated index in one operand, any number of operands; an implicit output
