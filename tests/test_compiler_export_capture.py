@@ -143,3 +143,19 @@ def test_list_inputs_are_refused_in_one_line():
 def test_capture_must_be_one_of_the_three():
     with pytest.raises(ValueError, match="capture must be one of"):
         CompilerConfig(capture="dynamo")
+
+
+def test_a_bug_in_mapping_an_op_refuses_the_program_in_one_line(monkeypatch):
+    """An adapter that raises (here: forced) is reported as the export capture's internal
+    error, so ``auto`` falls back to the fx error rather than crashing."""
+    from drtriton.compiler import aten_capture
+
+    def broken(named):
+        raise KeyError("dim")
+
+    monkeypatch.setitem(aten_capture.ADAPTERS, "_native_batch_norm_legit_functional", broken)
+    source = _prog("return self.bn(a)", "torch.randn(6, 4, 3, 3)", "self.bn = nn.BatchNorm2d(4)")
+    with pytest.raises(UnsupportedOperatorError, match="internal error in the export capture: "
+                       "KeyError"):
+        compile_program(source, CompilerConfig(device="cpu", capture="export"))
+    assert "class ModelNew" in compile_program(source, CompilerConfig(device="cpu"))

@@ -68,7 +68,14 @@ def capture_exported(source: str) -> Captured:
         model = module.Model(*list(module.get_init_inputs()))
         inputs = list(module.get_inputs())
         program = _export(model, inputs)
-        gm = _rewrite(program, model, inputs, source.splitlines())
+        try:
+            gm = _rewrite(program, model, inputs, source.splitlines())
+        except UnsupportedOperatorError:
+            raise
+        except Exception as exc:  # a mapping bug must refuse the program, never crash
+            raise UnsupportedOperatorError(
+                "forward", 0, "", f"internal error in the export capture: "
+                f"{type(exc).__name__}: {exc}") from exc
     init_src, preamble = extract_init(source)
     names = [n.target for n in gm.graph.nodes if n.op == "placeholder"]
     return Captured(gm, model, source.splitlines(), init_src, preamble, names, inputs,
