@@ -99,10 +99,9 @@ def test_auto_capture_converts_what_fx_refuses_through_torch_export(name):
 
 
 def test_an_op_with_no_lowering_and_no_decomposition_is_named_with_its_line():
-    source = _prog("y = a * 2\nreturn torch.logcumsumexp(y, 1)", "torch.randn(4, 5)")
-    with pytest.raises(UnsupportedOperatorError, match=r"^unsupported operator aten\."
-                       r"logcumsumexp at line 13: return torch\.logcumsumexp\(y, 1\) \(no "
-                       r"lowering") as refused:
+    source = _prog("y = a * 2\nreturn torch.atan2(y, a)", "torch.randn(4, 5)")
+    with pytest.raises(UnsupportedOperatorError, match=r"^unsupported operator aten\.atan2 at "
+                       r"line 13: return torch\.atan2\(y, a\) \(no lowering") as refused:
         compile_program(source, CompilerConfig(device="cpu", capture="export"))
     assert "\n" not in str(refused.value)
 
@@ -159,3 +158,10 @@ def test_a_bug_in_mapping_an_op_refuses_the_program_in_one_line(monkeypatch):
                        "KeyError"):
         compile_program(source, CompilerConfig(device="cpu", capture="export"))
     assert "class ModelNew" in compile_program(source, CompilerConfig(device="cpu"))
+
+
+def test_a_forward_mixing_its_input_with_a_cpu_tensor_is_exported_on_real_inputs():
+    """Capture exports meta copies first; ``torch.arange(5)`` made in forward is a CPU tensor
+    that a meta input cannot meet, so the export is retried on the real inputs."""
+    _export(_prog("return a * torch.arange(5) + torch.tensor([1.0, 2.0, 3.0, 4.0, 5.0])",
+                  "torch.randn(4, 5)"))

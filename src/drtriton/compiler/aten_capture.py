@@ -21,6 +21,7 @@ The exported graph's nodes keep their stack traces, so errors name the reference
 from __future__ import annotations
 
 import contextlib
+import copy
 import inspect
 import io
 import logging
@@ -39,6 +40,7 @@ from drtriton.compiler.capture import (
     Captured,
     _left_defaults,
     extract_init,
+    meta_inputs,
     mode_dependent,
     node_line,
 )
@@ -66,8 +68,7 @@ def capture_exported(source: str) -> Captured:
         module = load_program(source, FILENAME)
         torch.manual_seed(0)
         model = module.Model(*list(module.get_init_inputs()))
-        inputs = list(module.get_inputs())
-        program = _export(model, inputs)
+        program, inputs = _export_on_meta(model, module)
         try:
             gm = _rewrite(program, model, inputs, source.splitlines())
         except UnsupportedOperatorError:
@@ -96,6 +97,20 @@ def _quiet():
             yield
     finally:
         logger.setLevel(level)
+
+
+def _export_on_meta(model: torch.nn.Module, module) -> tuple[torch.export.ExportedProgram, list]:
+    """The export and the inputs it used: meta copies of the model and of ``get_inputs()``
+    where that works (GPU-scale inputs took tens of seconds and GBs to draw on the CPU), else
+    the real ones (a forward mixing its input with a tensor it makes on the CPU)."""
+    inputs = meta_inputs(module)
+    if inputs is not None:
+        try:
+            return _export(copy.deepcopy(model).to("meta"), inputs), inputs
+        except UnsupportedOperatorError:
+            pass
+    inputs = list(module.get_inputs())
+    return _export(model, inputs), inputs
 
 
 def _export(model: torch.nn.Module, inputs: list) -> torch.export.ExportedProgram:
