@@ -57,18 +57,19 @@ def _captured_and_lowered(source: str, config: CompilerConfig, tuning: Tuning | 
     """The capture ``config.capture`` names and its lowering; ``auto`` tries ``torch.fx``
     first and ``torch.export`` where that fails, and reports the fx error if both fail (it
     names the program's own calls, not ATen ops)."""
-    if config.capture == "export":
-        cap = capture_exported(source)
-        return cap, Lowering(cap, config, tuning).run()
-    try:
-        cap = capture(source, frozenset(MODULES))  # other modules are traced through
-        return cap, Lowering(cap, config, tuning).run()
-    except UnsupportedOperatorError as exc:
-        if config.capture == "fx":
-            raise
-        fx_error = exc
-    try:
-        cap = capture_exported(source)
-        return cap, Lowering(cap, config, tuning).run()
-    except UnsupportedOperatorError:
-        raise fx_error from None
+    errors = []
+    for capture_with in CAPTURES_TRIED[config.capture]:
+        try:
+            cap = capture_with(source)
+            return cap, Lowering(cap, config, tuning).run()
+        except UnsupportedOperatorError as exc:
+            errors.append(exc)
+    raise errors[0]
+
+
+def _capture_fx(source: str):
+    return capture(source, frozenset(MODULES))  # other modules are traced through
+
+
+CAPTURES_TRIED = {"fx": (_capture_fx,), "export": (capture_exported,),
+                  "auto": (_capture_fx, capture_exported)}

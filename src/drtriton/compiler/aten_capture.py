@@ -48,8 +48,6 @@ from drtriton.compiler.config import UnsupportedOperatorError
 from drtriton.compiler.lower import FUNCTIONS, METHODS, unavailable
 from drtriton.program import TORCH_STATE_LOCK, load_program
 
-aten = torch.ops.aten
-
 # how a call looks in the rewritten graph: (fx op, target, args, kwargs, first output only)
 Call = tuple[str, object, tuple, dict, bool]
 
@@ -157,7 +155,8 @@ def _torch_graph(program: torch.export.ExportedProgram, model: torch.nn.Module,
     for node in nodes:
         if node.op == "placeholder":
             env[node] = _input(graph, node, specs.get(node.name), program, attrs, names)
-    for name in names[len(inputs):]:  # left to their defaults: ``Captured.defaults``
+    params = list(inspect.signature(model.forward).parameters)
+    for name in params[len(inputs):]:  # left to their defaults: ``Captured.defaults``
         graph.placeholder(name)
     first_only: set[fx.Node] = set()
     for node in nodes:
@@ -173,18 +172,20 @@ def _torch_graph(program: torch.export.ExportedProgram, model: torch.nn.Module,
 
 
 def _input_names(program: torch.export.ExportedProgram, model: torch.nn.Module,
-                 inputs: list) -> list[str]:
-    """``forward``'s parameter names, which ``ModelNew.forward`` keeps. The export flattens
-    inputs that are lists or dicts of tensors into several; those are refused."""
-    users = [s for s in program.graph_signature.input_specs if s.kind == InputKind.USER_INPUT]
+                 inputs: list) -> dict[str, str]:
+    """The exported user inputs' placeholder names, each to its ``forward`` parameter's name
+    (``ModelNew.forward`` keeps those). The export flattens inputs that are lists or dicts of
+    tensors into several; those are refused."""
+    users = [s.arg.name for s in program.graph_signature.input_specs
+             if s.kind == InputKind.USER_INPUT]
     if len(users) != len(inputs):
         raise UnsupportedOperatorError(
             "forward", 0, "", "forward inputs that are lists, tuples or dicts of tensors")
-    return list(inspect.signature(model.forward).parameters)
+    return dict(zip(users, inspect.signature(model.forward).parameters, strict=False))
 
 
 def _input(graph: fx.Graph, node: fx.Node, spec, program, attrs: dict,
-           names: list[str]) -> fx.Node:
+           names: dict[str, str]) -> fx.Node:
     kind = spec.kind if spec is not None else InputKind.USER_INPUT
     if kind in (InputKind.PARAMETER, InputKind.BUFFER):
         new = graph.get_attr(spec.target)
@@ -193,9 +194,7 @@ def _input(graph: fx.Graph, node: fx.Node, spec, program, attrs: dict,
         attrs[name] = program.constants[spec.target]
         new = graph.get_attr(name)
     elif kind == InputKind.USER_INPUT:
-        position = [s.arg.name for s in program.graph_signature.input_specs
-                    if s.kind == InputKind.USER_INPUT].index(node.name)
-        new = graph.placeholder(names[position])
+        new = graph.placeholder(names[node.name])
     else:
         raise UnsupportedOperatorError("forward", 0, "", f"exported input of kind {kind.name}")
     _copy_meta(node, new)
@@ -289,16 +288,15 @@ def _name(target) -> str:
     return target._opname if isinstance(target, torch._ops.OpOverload) else ""
 
 
-def _translate(node: fx.Node, args: tuple | None = None, kwargs: dict | None = None):
-    """``node``'s ATen call as a call with a lowering, or None when there is none."""
+def _translate(node: fx.Node, args: tuple, kwargs: dict) -> Call | None:
+    """``node``'s ATen call (on the rewritten graph's ``args``) as a call with a lowering, or
+    None when there is none."""
     if node.target is operator.getitem:
-        return ("call_function", operator.getitem, node.args if args is None else args,
-                {}, False)
+        return ("call_function", operator.getitem, args, {}, False)
     name = _name(node.target)
     if not name:
         return None
-    args = node.args if args is None else args
-    kwargs = dict(node.kwargs if kwargs is None else kwargs)
+    kwargs = dict(kwargs)
     for key in DROPPED_KWARGS:
         kwargs.pop(key, None)
     adapter = ADAPTERS.get(name)
