@@ -15,7 +15,9 @@ if [ ! -d /opt/xdg/drtriton ] && [ -f scratch/carry/xdg.tar.gz ]; then
 fi
 RES=$(python3 -c "import tomllib; print(tomllib.load(open('$PLAN', 'rb'))['results'])")
 mkdir -p "$F/$(dirname "$RES")"
-[ -f "$ROOT/$RES" ] && cp "$ROOT/$RES" "$F/$RES"
+# a warm machine's results file may hold rows the carried one lacks: keep the longer
+if [ -f "$ROOT/$RES" ] && [ "$(wc -l < "$ROOT/$RES")" -ge "$(cat "$F/$RES" 2>/dev/null | wc -l)" ]
+then cp "$ROOT/$RES" "$F/$RES"; fi
 echo "rows before: $(cat "$F/$RES" 2>/dev/null | wc -l)"
 cd "$F"
 keep() {  # what comes back even if the call is cut short (the kernel store is rebuilt there)

@@ -1,8 +1,9 @@
 # Sourced by the remote_*.sh scripts on a lent GPU machine, from the repository root of the
 # working tree that travelled: bubblewrap from the carried .deb/*.deb (unpacked under /opt/bw),
 # the packages the image lacks from scratch/whl/*.whl (under /opt/site), the tree of one commit
-# from scratch/head.tar (`git archive SHA -o scratch/head.tar`) under F=/opt/frozen-SHA, and
-# caches under XDG_CACHE_HOME=/opt/xdg. Needs SHA set; leaves ROOT (the travelled tree) and F.
+# from scratch/head-SHA.tar, else scratch/head.tar (`git archive SHA -o scratch/head.tar`), under
+# F=/opt/frozen-SHA, and caches under XDG_CACHE_HOME=/opt/xdg. Needs SHA set; leaves ROOT (the
+# travelled tree) and F.
 export PYTHONUNBUFFERED=1 NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 \
   NVSHMEM_DISABLE_NVLS=1
 ROOT=$PWD
@@ -19,6 +20,7 @@ if [ -d scratch/whl ] && [ ! -d /opt/site ]; then
     scratch/whl/*.whl
 fi
 F=/opt/frozen-$SHA
-[ -d "$F" ] || { mkdir -p "$F" && tar -xf scratch/head.tar -C "$F"; }
+TAR=scratch/head-$SHA.tar; [ -f "$TAR" ] || TAR=scratch/head.tar
+[ -d "$F" ] || { mkdir -p "$F" && tar -xf "$TAR" -C "$F"; }
 export XDG_CACHE_HOME=/opt/xdg DRTRITON_COMMIT=$SHA PYTHONPATH=$F/src:/opt/site
 mkdir -p /opt/xdg
