@@ -10,7 +10,8 @@ os.environ.setdefault("TRITON_INTERPRET", "1")
 import pytest  # noqa: E402
 
 from compiler_cases.harness import check, program  # noqa: E402
-from drtriton.compiler import CompilerConfig, UnsupportedOperatorError, compile_program  # noqa: E402
+from drtriton.compiler.config import Unsupported  # noqa: E402
+from drtriton.compiler.lowerings.layers import _explicit_einsum  # noqa: E402
 
 CASES = [
     ("bhqd,bhkd->bhqk", [(2, 2, 5, 16), (2, 2, 6, 16)]),  # attention scores
@@ -27,6 +28,13 @@ CASES = [
     ("ba,ca", [(4, 6), (5, 6)]),  # implicit: output "bc"
     ("ij", [(3, 5)]),  # implicit: itself
     ("ji", [(3, 5)]),  # implicit: sorted, so a transpose
+    ("...ij,jk->...ik", [(2, 3, 17, 20), (20, 18)]),  # a linear map over any leading dims
+    ("...ij,...jk", [(3, 5, 6), (3, 6, 4)]),  # implicit output: the ellipsis first
+    ("b...d,b...d->b...", [(2, 3, 4, 8), (2, 1, 4, 8)]),  # broadcast inside the ellipsis
+    ("...d,d->...", [(2, 3, 8), (8,)]),
+    ("ii->i", [(5, 5)]),  # a repeated index: the diagonal
+    ("bii->b", [(3, 4, 4)]),  # traces
+    ("ij,jj->i", [(3, 4), (4, 4)]),
 ]
 
 
@@ -37,9 +45,11 @@ def test_einsum_matches_pytorch(equation, shapes):
     check(src, atol=1e-4, rtol=1e-4, equal_nan=False)
 
 
-@pytest.mark.parametrize("equation", ["ii->i", "...ij,jk->...ik"])
-def test_unsupported_einsum_forms_are_refused(equation):
-    src = program(f"return torch.einsum('{equation}', a, a)" if "," in equation
-                  else f"return torch.einsum('{equation}', a)", [(4, 4)])
-    with pytest.raises(UnsupportedOperatorError, match="einsum"):
-        compile_program(src, CompilerConfig(device="cpu"))
+def test_an_ellipsis_is_written_out_as_right_aligned_letters_the_equation_lacks():
+    assert _explicit_einsum("...ij,jk->...ik", [4, 2]) == "ABij,jk->ABik"
+    assert _explicit_einsum("...ij,...jk", [4, 3]) == "ABij,Bjk->ABik"
+    assert _explicit_einsum("b...,b... -> b", [2, 3]) == "bB,bAB->b"
+    with pytest.raises(Unsupported, match="'.' outside"):
+        _explicit_einsum("i.j->i", [2])
+    with pytest.raises(Unsupported, match="more indices"):
+        _explicit_einsum("...ijk->i", [2])

@@ -5,12 +5,14 @@ the interpreter at the judge's float16 tolerance (bfloat16 cannot run there)."""
 from __future__ import annotations
 
 import os
+from pathlib import Path
 
 os.environ.setdefault("TRITON_INTERPRET", "1")
 
 import pytest  # noqa: E402
 
 from compiler_cases.harness import check  # noqa: E402
+from drtriton.bench.suites import load_suite, program_source  # noqa: E402
 
 HALF_BLOCK = '''
 import torch
@@ -76,3 +78,14 @@ def get_init_inputs():
 @pytest.mark.parametrize("mode", ["strict", "hybrid"])
 def test_half_values_behind_views_are_widened_too(mode):
     check(RESHAPED, mode, atol=1e-2, rtol=1e-2)
+
+
+HALF_SUITE = Path(__file__).resolve().parents[1] / "benchmarks" / "suites" / "half"
+
+
+@pytest.mark.parametrize("program", load_suite(HALF_SUITE), ids=lambda p: p.name)
+def test_the_half_suite_converts_and_matches_at_cpu_size(program):
+    """The GPU plan `half.toml`'s programs at CPU size (bfloat16 ones run as float16 here)."""
+    source = program_source(HALF_SUITE, program, "cpu")
+    assert "DTYPE = torch.float16" in source
+    check(source, "strict", atol=1e-2, rtol=1e-2)

@@ -138,3 +138,40 @@ def test_a_forward_the_same_in_both_modes_runs_in_both():
     model = _model_new(candidate).eval()
     with torch.no_grad():
         assert model(torch.randn(3, 8)).shape == (3, 4)
+
+
+MODULE_CONSTANTS = '''
+import torch
+import torch.nn as nn
+
+DIM = 8
+HIDDEN = 2 * DIM
+DTYPE = torch.float16
+SHAPE = (DIM, -HIDDEN)
+
+
+class Model(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.fc = nn.Linear(DIM, HIDDEN)
+        self.width = -SHAPE[1]
+        self.to(DTYPE)
+
+    def forward(self, x):
+        return torch.relu(self.fc(x)) * self.width
+
+
+def get_inputs():
+    return [torch.randn(3, DIM, dtype=torch.float16)]
+
+
+def get_init_inputs():
+    return []
+'''
+
+
+def test_module_constants_the_constructor_reads_are_kept():
+    """A dtype (``DTYPE = torch.float16``) or arithmetic of other constants at module level,
+    read by ``__init__``: ModelNew is built by the same code, so it needs them too."""
+    candidate = check(MODULE_CONSTANTS, atol=1e-2, rtol=1e-2)
+    assert "DTYPE = torch.float16" in candidate and "HIDDEN = 2 * DIM" in candidate

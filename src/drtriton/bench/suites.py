@@ -55,9 +55,15 @@ def load_suite(folder: str | Path, manifest: str | Path | None = None) -> list[S
     return programs
 
 
+def _literal(value) -> str:
+    """A manifest value as source: ``{"expr": "torch.float16"}`` verbatim, else its repr."""
+    return value["expr"] if isinstance(value, dict) else repr(value)
+
+
 def sized_source(source: str, sizes: dict) -> str:
     """``source`` with its top-level ``NAME = value`` / ``A, B = x, y`` constants in ``sizes``
-    replaced (the CPU-size variant of a program)."""
+    replaced (the CPU-size variant of a program); a value ``{"expr": CODE}`` is written as
+    CODE (a dtype, say)."""
     lines = source.splitlines()
     seen: set[str] = set()
     for node in parse_python(source).body:
@@ -69,11 +75,11 @@ def sized_source(source: str, sizes: dict) -> str:
         if not ids or not any(i in sizes for i in ids) or node.lineno != node.end_lineno:
             continue
         if len(ids) == 1:
-            new = f"{ids[0]} = {sizes[ids[0]]!r}"
+            new = f"{ids[0]} = {_literal(sizes[ids[0]])}"
         else:
             values = [ast.unparse(e) for e in node.value.elts]
             new = f"{', '.join(ids)} = " + ", ".join(
-                repr(sizes[i]) if i in sizes else v for i, v in zip(ids, values, strict=True)
+                _literal(sizes[i]) if i in sizes else v for i, v in zip(ids, values, strict=True)
             )
         lines[node.lineno - 1] = new
         seen |= set(ids)

@@ -407,6 +407,25 @@ def _aliases(tree: ast.Module) -> dict[str, str]:
 
 
 PURE_MODULES = frozenset({"math"})  # standard modules a constructor may use (numbers only)
+_PLAIN_NODES = (ast.Constant, ast.Name, ast.Load, ast.Tuple, ast.List, ast.BinOp, ast.UnaryOp,
+                ast.operator, ast.unaryop, ast.Attribute)
+
+
+def _plain_value(node: ast.expr, aliases: dict[str, str]) -> bool:
+    """A module-level value a constructor may read, evaluated without calling anything:
+    literals, other names, arithmetic, and attributes of torch or a pure module
+    (``DTYPE = torch.bfloat16``, ``HIDDEN = 4 * DIM``)."""
+    for sub in ast.walk(node):
+        if not isinstance(sub, _PLAIN_NODES):
+            return False
+        if isinstance(sub, ast.Attribute):
+            root = sub
+            while isinstance(root, ast.Attribute):
+                root = root.value
+            module = aliases.get(root.id, "") if isinstance(root, ast.Name) else ""
+            if not (module == "torch" or module.startswith("torch.") or module in PURE_MODULES):
+                return False
+    return True
 PROGRAM_FUNCTIONS = ("get_inputs", "get_init_inputs")
 
 
@@ -435,11 +454,8 @@ def extract_init(source: str) -> tuple[str, str]:
             isinstance(stmt, ast.Assign)
             and len(stmt.targets) == 1
             and isinstance(stmt.targets[0], ast.Name)
+            and _plain_value(stmt.value, aliases)
         ):
-            try:
-                ast.literal_eval(stmt.value)
-            except ValueError:
-                continue
             defs[stmt.targets[0].id] = stmt
     needed: list[str] = []
     imports: list[str] = []

@@ -17,7 +17,7 @@ from drtriton.compiler.lower import Deferred, Lowering, Unsupported
 from drtriton.compiler.lower import _tuple as ntuple
 from drtriton.compiler.lowerings.reductions import _channel
 from drtriton.compiler.lowerings.registry import _f, fn, method, module
-from drtriton.compiler.lowerings.views import take
+from drtriton.compiler.lowerings.views import _diagonal, take
 
 # ------------------------------------------------------------------ matmul and linear
 
@@ -562,28 +562,27 @@ def _cdist(L, x1, x2, p=2.0, compute_mode=None):
 
 @fn(torch.einsum)
 def _einsum(L, equation, *operands):
-    """No ellipsis or repeated index in one operand, any number of operands; an implicit output
-    (no ``->``) is, as in NumPy and PyTorch, the indices that appear once, in alphabetical
-    order. Indices of one operand alone are summed first, then the operands are contracted
-    pairwise left to right (each pair keeps the indices the output or a later operand needs): a
-    batched matmul where the pair shares an index it no longer needs, else a broadcast product
-    (lazy, fused into its consumer)."""
+    """Any number of operands; an ellipsis stands for the same broadcast dims in every operand
+    (aligned on the right) and leads an implicit output. An implicit output (no ``->``) is, as
+    in NumPy and PyTorch, the indices that appear once, in alphabetical order. An index repeated
+    in one operand takes its diagonal. Indices of one operand alone are summed first, then the
+    operands are contracted pairwise left to right (each pair keeps the indices the output or a
+    later operand needs): a batched matmul where the pair shares an index it no longer needs,
+    else a broadcast product (lazy, fused into its consumer)."""
     if len(operands) == 1 and isinstance(operands[0], list | tuple):
         operands = tuple(operands[0])
-    eq = equation.replace(" ", "")
-    if "." in eq or not operands:
-        raise Unsupported(f"einsum {equation!r} (no ellipsis)")
-    if "->" not in eq:
-        letters = eq.replace(",", "")
-        eq += "->" + "".join(sorted(c for c in set(letters) if letters.count(c) == 1))
+    if not operands:
+        raise Unsupported(f"einsum {equation!r} without operands")
+    xs = [_f(L.t(x)) for x in operands]
+    eq = _explicit_einsum(equation, [len(x.shape) for x in xs])
     ins, out = eq.split("->")
     terms = ins.split(",")
-    xs = [_f(L.t(x)) for x in operands]
-    if len(terms) != len(xs) or any(len(set(t)) != len(t) or len(t) != len(x.shape)
-                                    for t, x in zip(terms, xs, strict=True)):
-        raise Unsupported(f"einsum {equation!r} (repeated or mismatched indices)")
+    if len(terms) != len(xs) or any(len(t) != len(x.shape) for t, x in zip(terms, xs, strict=True)):
+        raise Unsupported(f"einsum {equation!r} (indices do not match the operands' ranks)")
     if len(set(out)) != len(out) or not set(out) <= set(ins) - {","}:
         raise Unsupported(f"einsum {equation!r} (bad output indices)")
+    for i, (x, t) in enumerate(zip(xs, terms, strict=True)):
+        xs[i], terms[i] = _einsum_diagonals(L, x, t)
     others = [[out, *(u for j, u in enumerate(terms) if j != i)] for i in range(len(terms))]
     xs = [_sum_unused(L, x, t, o) for x, t, o in zip(xs, terms, others, strict=True)]
     terms = [_kept(t, o) for t, o in zip(terms, others, strict=True)]
@@ -595,6 +594,43 @@ def _einsum(L, equation, *operands):
                                                 and any(c in u for u in later)]
         x, t = _einsum_pair(L, [x, xs[i]], [t, terms[i]], "".join(keep)), "".join(keep)
     return ir.permute(x, tuple(t.index(c) for c in out))
+
+
+def _explicit_einsum(equation: str, ranks: list[int]) -> str:
+    """``equation`` with its output written out and each ellipsis replaced by letters the
+    equation does not use, one per broadcast dim, right-aligned across operands."""
+    eq = equation.replace(" ", "")
+    ins, arrow, out = eq.partition("->")
+    terms = ins.split(",")
+    if any(t.replace("...", "").count(".") for t in terms + [out]):
+        raise Unsupported(f"einsum {equation!r} (a '.' outside an ellipsis)")
+    if len(terms) != len(ranks):
+        raise Unsupported(f"einsum {equation!r} names {len(terms)} operands, got {len(ranks)}")
+    widths = [rank - (len(t) - 3) if "..." in t else 0
+              for t, rank in zip(terms, ranks, strict=True)]
+    if min(widths, default=0) < 0:
+        raise Unsupported(f"einsum {equation!r} (more indices than an operand has dims)")
+    free = [c for c in "ABCDEFGHIJKLMNOPQRSTUVWXYZ" if c not in eq]
+    dots = "".join(free[:max(widths, default=0)])
+    terms = [t.replace("...", dots[len(dots) - w:]) for t, w in zip(terms, widths, strict=True)]
+    if arrow:
+        out = out.replace("...", dots)
+    else:
+        letters = "".join(terms)
+        out = dots + "".join(sorted(c for c in set(letters) - set(dots)
+                                    if letters.count(c) == 1))
+    return ",".join(terms) + "->" + out
+
+
+def _einsum_diagonals(L, x: ir.Expr, term: str) -> tuple[ir.Expr, str]:
+    """An operand whose term repeats an index, as its diagonal over each repeated pair (the
+    index moves last); other operands as they are."""
+    while len(set(term)) != len(term):
+        c = next(c for c in term if term.count(c) > 1)
+        i, j = term.index(c), term.index(c, term.index(c) + 1)
+        x = _diagonal(L, x, 0, i, j)
+        term = "".join(u for k, u in enumerate(term) if k not in (i, j)) + c
+    return x, term
 
 
 def _kept(term: str, others: list[str]) -> str:
