@@ -10,6 +10,7 @@ import os
 os.environ.setdefault("TRITON_INTERPRET", "1")
 
 import re  # noqa: E402
+from pathlib import Path  # noqa: E402
 
 import pytest  # noqa: E402
 
@@ -56,6 +57,18 @@ def test_half_products_go_to_tl_dot_in_their_own_dtype(dtype):
     dots = _dots(candidate)
     assert len(dots) >= 2 and not any("input_precision" in d for d in dots), dots
     assert f".to(tl.{dtype})" in candidate
+
+
+@pytest.mark.parametrize("dtype", ["bfloat16", "float32"])
+def test_half_products_tune_over_long_k_steps_too(dtype):
+    """16-bit products add tiles with BK = 64 to their tuned space; fp32 ones do not (three
+    TF32 products per tile at BK = 64 overflow shared memory with 3-4 stages)."""
+    source = (Path(__file__).resolve().parents[1] / "benchmarks" / "suites" / "half"
+              / "gpt2_mlp_bf16.py").read_text()  # published sizes: compiled, not run
+    source = source.replace("DTYPE = torch.bfloat16", f"DTYPE = torch.{dtype}")
+    candidate = compile_program(source, CompilerConfig(mode="strict", device="cuda"))
+    long_steps = re.findall(r'"BM": \d+, "BN": \d+, "BK": 64', candidate)
+    assert bool(long_steps) == (dtype == "bfloat16"), long_steps
 
 
 def test_float16_products_match_pytorch():

@@ -39,9 +39,16 @@ MM_TILES = ((32, 32, 32, 4, 3), (64, 64, 32, 4, 4), (128, 64, 32, 4, 4), (64, 12
             (128, 16, 64, 4, 3), (16, 128, 64, 4, 3), (128, 16, 32, 4, 4))
 
 
-def _mm_tune(M: int, N: int, K: int) -> list[TuneConfig]:
+# Tiles added for 16-bit operands: a BK of 64 fills a bf16/fp16 wgmma's K of 16 four times per
+# load (the Triton matmul tutorial's Hopper fp16 configs); at fp32 such tiles overflow shared
+# memory with 3-4 stages.
+HALF_MM_TILES = ((128, 256, 64, 8, 3), (256, 128, 64, 8, 3), (128, 128, 64, 8, 4),
+                 (64, 256, 64, 4, 4), (128, 64, 64, 4, 4))
+
+
+def _mm_tune(M: int, N: int, K: int, half: bool = False) -> list[TuneConfig]:
     out = []
-    for bm, bn, bk, wp, stages in MM_TILES:
+    for bm, bn, bk, wp, stages in MM_TILES + (HALF_MM_TILES if half else ()):
         if bm > max(16, next_pow2(M)) * 2 or bn > max(16, next_pow2(N)) * 2:
             continue
         if (bn == 16 and N > 16) or (bm == 16 and M > 16):  # narrow tiles for narrow sides only
@@ -51,12 +58,14 @@ def _mm_tune(M: int, N: int, K: int) -> list[TuneConfig]:
 
 
 def finish_tiles(w: Writer, M: int, N: int, K: int, grid_z: int, loop_k: int | None = None,
-                 flat: bool = False) -> Kernel:
+                 flat: bool = False, half: bool = False) -> Kernel:
     """Launch over (M / BM, N / BN, grid_z) tiles: autotuned on CUDA, fixed in the interpreter.
     ``loop_k``: the length the BK loop runs over, where it is not the whole reduction K. ``flat``:
-    the (M, N) tiles all on axis 0 (see :func:`flat_tile_ids`)."""
+    the (M, N) tiles all on axis 0 (see :func:`flat_tile_ids`). ``half``: 16-bit operands,
+    which add :data:`HALF_MM_TILES` to the tuned space."""
     if w.blocks.tune:
-        return w.finish(_tile_grid(M, N, grid_z, flat), {}, M * N * K, _mm_tune(M, N, K))
+        configs = _mm_tune(M, N, K, half)
+        return w.finish(_tile_grid(M, N, grid_z, flat), {}, M * N * K, configs)
     bm, bn, bk = _mm_consts(w, M, N, loop_k or K)
     return w.finish(
         _tile_grid(M, N, grid_z, flat, bm, bn), {"BM": bm, "BN": bn, "BK": bk}, M * N * K, None
@@ -217,7 +226,7 @@ def matmul(w: Writer, a: ir.Expr, b: ir.Expr, out: str,
         w.store(out, lin, "acc", "cmask", (*batch, M, N))
     if narrow:
         return finish_narrow(w, M, N, K, grid_b, K, LONG_K_STEPS)
-    return finish_tiles(w, M, N, K, grid_b, flat=True)
+    return finish_tiles(w, M, N, K, grid_b, flat=True, half=dot_operands(a, b) in HALF)
 
 
 def folded_tiles(w: Writer, a: ir.Expr, b: ir.Expr, out: str,
@@ -236,7 +245,7 @@ def folded_tiles(w: Writer, a: ir.Expr, b: ir.Expr, out: str,
     _k_loop(w, a, b, ridx, ["0"] * len(batch), rows, K, N, tf32_exact=tf32_exact)
     lin = w.tmp(f"rm[:, None] * {N} + rn[None, :]", "o")
     w.store(out, lin, "acc", "cmask", (*batch, M, N))
-    return finish_tiles(w, rows, N, K, 1, flat=True)
+    return finish_tiles(w, rows, N, K, 1, flat=True, half=dot_operands(a, b) in HALF)
 
 
 def _k_loop(w: Writer, a: ir.Expr, b: ir.Expr, a_rows: list[str], b_batch: list[str], rows: int,
