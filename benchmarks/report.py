@@ -208,6 +208,7 @@ def main() -> None:
     blocks = {
         "README.md": [("plan_real_strict", lambda: plan_block("real_strict")),
                       ("plan_heavy", lambda: plan_block("heavy")),
+                      ("plan_half", lambda: plan_block("half")),
                       ("plan_synthetic", lambda: plan_block(
                           "gpu", ("synthetic", "synthetic-l20")))],
         "docs/bench.md": [("plan_gpu", lambda: plan_block("gpu")),
