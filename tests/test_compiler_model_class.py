@@ -8,6 +8,7 @@ import os
 os.environ.setdefault("TRITON_INTERPRET", "1")
 
 import types  # noqa: E402
+from pathlib import Path  # noqa: E402
 
 import pytest  # noqa: E402
 import torch  # noqa: E402
@@ -175,3 +176,11 @@ def test_module_constants_the_constructor_reads_are_kept():
     read by ``__init__``: ModelNew is built by the same code, so it needs them too."""
     candidate = check(MODULE_CONSTANTS, atol=1e-2, rtol=1e-2)
     assert "DTYPE = torch.float16" in candidate and "HIDDEN = 2 * DIM" in candidate
+
+
+def test_a_constant_reading_a_tuple_assigned_name_is_not_copied():
+    """``bias_shape = (out_channels, 1, 1)`` after ``..., out_channels, ... = ...``: the
+    constructor's parameter ``bias_shape`` shadows it; copied, it failed the import."""
+    source = (Path(__file__).resolve().parents[1] / "examples" / "conv_relu_bias.py").read_text()
+    candidate = check(source, atol=1e-4, rtol=1e-4)
+    assert "bias_shape = (out_channels" not in candidate

@@ -411,6 +411,22 @@ _PLAIN_NODES = (ast.Constant, ast.Name, ast.Load, ast.Tuple, ast.List, ast.BinOp
                 ast.operator, ast.unaryop, ast.Attribute)
 
 
+def _drop_unresolved(defs: dict[str, ast.stmt], aliases: dict[str, str]) -> None:
+    """Drop the assignments that read a name nothing copied defines (``bias_shape =
+    (out_channels, 1, 1)`` after ``a, out_channels = 3, 8``): copied, they would fail at import,
+    even where the constructor's own parameter of that name shadows them."""
+    changed = True
+    while changed:
+        changed = False
+        for name, stmt in list(defs.items()):
+            if not isinstance(stmt, ast.Assign):
+                continue
+            names = {n.id for n in ast.walk(stmt.value) if isinstance(n, ast.Name)}
+            if not names <= set(defs) | set(aliases):
+                del defs[name]
+                changed = True
+
+
 def _plain_value(node: ast.expr, aliases: dict[str, str]) -> bool:
     """A module-level value a constructor may read, evaluated without calling anything:
     literals, other names, arithmetic, and attributes of torch or a pure module
@@ -457,6 +473,7 @@ def extract_init(source: str) -> tuple[str, str]:
             and _plain_value(stmt.value, aliases)
         ):
             defs[stmt.targets[0].id] = stmt
+    _drop_unresolved(defs, aliases)
     needed: list[str] = []
     imports: list[str] = []
 
