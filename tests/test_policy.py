@@ -108,7 +108,7 @@ def test_the_compiler_policys_three_views_agree():
     first, notes = policy.first_candidate(PROGRAM, _InProcessPool())
     assert answer.strip() == candidate.strip() == first.strip()
     assert notes == {"tuned_kernels": 0, "tuning_error": "", "hybrid_choice": "",
-                     "tuning_cached": False}
+                     "hybrid_choice_ms": {}, "tuning_cached": False}
     unsupported = PROGRAM.replace("torch.relu(x)", "torch.sort(x)[0]")
     assert policy.candidates(unsupported, 1, Sampling()) == []
     with pytest.raises(ValueError, match="sort"):

@@ -74,7 +74,7 @@ def convert(
             if "strict_ms" in result.get("hybrid_choice", {}):
                 c = result["hybrid_choice"]
                 echo(f"note: kept the {c['chose']} compile ({c['strict_ms']:.3f} ms strict, "
-                     f"{c['hybrid_ms']:.3f} ms hybrid)")
+                     f"{c['hybrid_ms']:.3f} ms hybrid{_mix_note(c)})")
             out_path = _write(program, out, candidate, echo)
             if out_path is None:
                 return 2
@@ -88,6 +88,17 @@ def convert(
     except (SandboxUnavailable, ValueError) as exc:
         echo(f"error: {exc}")
         return 2
+
+
+def _mix_note(choice: dict) -> str:
+    """The mixes of vendor and Triton products a hybrid convert tried (``compiler.mix``)."""
+    trials = choice.get("mix_trials", [])
+    if not trials:
+        return ""
+    best = min(trials, key=lambda t: t["trial_ms"])
+    kept = choice.get("triton_products")
+    return (f"; {len(trials)} mixes tried, best {best['trial_ms']:.3f} ms"
+            + (f", products {', '.join(map(str, kept))} kept in Triton" if kept else ""))
 
 
 def _write(program: str, out: str | None, candidate: str, echo) -> Path | None:

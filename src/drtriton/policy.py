@@ -229,10 +229,21 @@ class CompilerPolicy(Policy):
         if "error" in result:
             raise ValueError(result["error"])
         tuned = result.get("tuning", {}).get("choices", {})
+        choice = result.get("hybrid_choice", {})
         return result["candidate"], {
             "tuned_kernels": len(tuned), "tuning_error": result.get("tuning_error", ""),
-            "hybrid_choice": result.get("hybrid_choice", {}).get("chose", ""),
+            "hybrid_choice": choice.get("chose", ""), "hybrid_choice_ms": _choice_ms(choice),
             "tuning_cached": bool(result.get("tuning_cached"))}
+
+
+def _choice_ms(choice: dict) -> dict[str, float]:
+    """What a hybrid convert measured side by side: the hybrid and strict compiles' times and,
+    where it kept a mix of vendor and Triton products, the mix's (``compiler.mix``)."""
+    times = {mode: choice[f"{mode}_ms"] for mode in ("hybrid", "strict") if f"{mode}_ms" in choice}
+    kept = [t["trial_ms"] for t in choice.get("mix_trials", []) if t["kept"]]
+    if kept:
+        times["mixed"] = kept[-1]
+    return times
 
 
 def _distinct_compiles(source: str, plans: list, count: int | None = None) -> list[str]:

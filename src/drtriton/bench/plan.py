@@ -214,7 +214,8 @@ def _plan_row(item: PlanProblem, run: PlanRun, mode: str, preset: str, solved: d
               stamp: dict) -> dict:
     keep = ("status", "reason", "oracle_err", "reference_oracle_err", "runtime_ms", "eager_ms",
             "compile_ms", "speedup_eager", "speedup_compile", "suspicious", "chosen", "wall_s",
-            "policy_s", "tuned_kernels", "tuning_error", "hybrid_choice", "tuning_cached")
+            "policy_s", "tuned_kernels", "tuning_error", "hybrid_choice", "hybrid_choice_ms",
+            "tuning_cached")
     row = {"suite": item.suite, "problem": item.problem.id, "family": item.family,
            "level": item.problem.level, "mode": mode, "preset": preset, "policy": run.policy,
            "search": run.search, "scale": run.scale, **{k: solved.get(k) for k in keep},

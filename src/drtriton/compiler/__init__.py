@@ -20,11 +20,12 @@ from drtriton.compiler.aten_capture import capture_exported
 from drtriton.compiler.capture import capture
 from drtriton.compiler.config import CompilerConfig, UnsupportedOperatorError
 from drtriton.compiler.emit import emit
-from drtriton.compiler.lower import MODULES, Lowering
+from drtriton.compiler.lower import MODULES, Lowering, Product
 from drtriton.compiler.tune import Tuning
 from drtriton.program import TORCH_STATE_LOCK
 
-__all__ = ["CompilerConfig", "Tuning", "UnsupportedOperatorError", "compile_program", "kernel_body"]
+__all__ = ["CompilerConfig", "Product", "Tuning", "UnsupportedOperatorError", "compile_program",
+           "compile_with_products", "kernel_body"]
 
 
 def kernel_body(candidate: str) -> str:
@@ -38,19 +39,26 @@ def compile_program(source: str, config: CompilerConfig | None = None,
     """Compile a KernelBench-format reference into candidate source text defining ``ModelNew``.
     ``tuning`` (from ``tune.measure_choices`` on this program's autotuned candidate) fixes each
     named kernel's launch to its chosen config."""
+    return compile_with_products(source, config, tuning)[0]
+
+
+def compile_with_products(source: str, config: CompilerConfig | None = None,
+                          tuning: Tuning | None = None) -> tuple[str, tuple[Product, ...]]:
+    """``compile_program``'s candidate and the program's matrix products and convolutions in
+    lowering order: ``CompilerConfig.triton_products`` numbers them so."""
     config = config or CompilerConfig()
     with TORCH_STATE_LOCK:  # tracing (and lowering its graph) is not thread-safe
         cap, prog = _captured_and_lowered(source, config, tuning)
         if config.mode == "hybrid" and not prog.kernels:
             # Everything went to the vendor libraries (a lone matmul or convolution), but a
             # candidate must launch Triton: such a program is compiled strict instead.
-            config = dataclasses.replace(config, mode="strict")
+            config = dataclasses.replace(config, mode="strict", triton_products=frozenset())
             prog = Lowering(cap, config, tuning).run()  # reads the capture, never changes it
         unknown = set(tuning.as_dict() if tuning else ()) - {k.name for k in prog.kernels
                                                              if k.configs}
         if unknown:
             raise ValueError(f"tuning names kernels this program has not: {sorted(unknown)}")
-        return emit(cap, prog, config)
+        return emit(cap, prog, config), tuple(prog.products)
 
 
 def _captured_and_lowered(source: str, config: CompilerConfig, tuning: Tuning | None):

@@ -40,6 +40,10 @@ class CompilerConfig:
     kernel), ``export`` (``torch.export`` at the ATen level: every module whose decomposition
     is made of supported ops converts, ``compiler.aten_capture``), or ``auto``: ``fx``, and
     ``export`` where ``fx`` cannot capture or lower the program.
+    triton_products: ``hybrid`` only: the matrix products and convolutions that stay in Triton,
+    by their number in lowering order (``compiler.product_signatures`` lists them); the others
+    call the vendor library. Empty: all of them call it. On a GPU, converting in hybrid mode
+    measures which products to keep (``compiler.convert``).
     """
 
     mode: str = "strict"
@@ -49,8 +53,14 @@ class CompilerConfig:
     precision: str = "fp32"
     max_tuned_configs: int = 96
     capture: str = "auto"
+    triton_products: frozenset[int] = frozenset()
 
     def __post_init__(self) -> None:
+        if self.triton_products and self.mode != "hybrid":
+            raise ValueError("triton_products applies to hybrid mode only")
+        if any(not isinstance(i, int) or i < 0 for i in self.triton_products):
+            raise ValueError(f"triton_products must be indices >= 0, got "
+                             f"{sorted(self.triton_products, key=str)}")
         if self.max_tuned_configs < 0:
             raise ValueError(f"max_tuned_configs must be >= 0, got {self.max_tuned_configs}")
         if self.precision not in PRECISIONS:

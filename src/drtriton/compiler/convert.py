@@ -9,11 +9,15 @@ the reference's time limit. The judge names ``compile_in_child`` by the string
 
 from __future__ import annotations
 
+import dataclasses
+import math
+from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 from drtriton import devices
 
 if TYPE_CHECKING:
+    from drtriton.compiler import CompilerConfig
     from drtriton.compiler.tune import TuningCache
 
 
@@ -54,18 +58,21 @@ def compile_in_child(source: str, mode: str, device: str, tune: bool = True,
     ``measurements`` in the result are the new ones. ``compile_workers``: processes that compile
     the configs to tune (``tune._precompile_in_processes``); ``capture``:
     ``CompilerConfig.capture``."""
-    from drtriton.compiler import UnsupportedOperatorError
+    from drtriton.compiler import CompilerConfig, UnsupportedOperatorError
     from drtriton.program import ProgramError
 
     measurements = Measurements(known)
     try:
-        result = _compiled(source, mode, device, tune, precision, measurements, compile_workers,
-                           capture)
+        config = CompilerConfig(mode=mode, device=device, precision=precision, capture=capture)
+        result = _compiled(source, config, tune, measurements, compile_workers)
         if mode == "hybrid" and device == "cuda" and tune and "tuning_error" not in result:
-            strict = _compiled(source, "strict", device, tune, precision, measurements,
-                               compile_workers, capture)
-            result = _faster_of(source, result, strict, measurements, compile_workers)
-        return result | {"measurements": measurements.made}
+            strict = _compiled(source, dataclasses.replace(config, mode="strict"), tune,
+                               measurements, compile_workers)
+            chosen = _faster_of(source, result, strict, measurements, compile_workers)
+            result = _mixed(source, config, result, strict, chosen, measurements,
+                            compile_workers)
+        public = {k: v for k, v in result.items() if not k.startswith("_")}
+        return public | {"measurements": measurements.made}
     except UnsupportedOperatorError as exc:
         return {"error": str(exc)}
     except (ProgramError, SyntaxError, ValueError) as exc:
@@ -107,15 +114,18 @@ def workers_per_compile(slots: int) -> int:
     return max(1, (os.cpu_count() or 1) // max(1, slots))
 
 
-def _compiled(source: str, mode: str, device: str, tune: bool, precision: str,
-              measurements: Measurements, compile_workers: int = 1,
-              capture: str = "auto") -> dict:
-    from drtriton.compiler import CompilerConfig, compile_program
+def _compiled(source: str, config: CompilerConfig, tune: bool, measurements: Measurements,
+              compile_workers: int = 1, reuse: Sequence[dict] = ()) -> dict:
+    """One compile, on CUDA with its autotuned kernels measured and fixed. ``reuse``: earlier
+    tuned compiles of this program, whose configs serve every kernel they share with this one
+    (``mix.reused_choices``). Keys starting with ``_`` stay in the child."""
+    from drtriton.compiler import compile_program, compile_with_products
+    from drtriton.compiler.mix import reused_choices
 
-    config = CompilerConfig(mode=mode, device=device, precision=precision, capture=capture)
-    candidate = compile_program(source, config)
-    if not (tune and device == "cuda" and "@triton.autotune(" in candidate):
-        return {"candidate": candidate}
+    candidate, products = compile_with_products(source, config)
+    result = {"candidate": candidate, "_autotuned": candidate, "_products": products}
+    if not (tune and config.device == "cuda" and "@triton.autotune(" in candidate):
+        return result
     from drtriton.compiler.tune import Tuning, measure_choices, measurement_key
 
     def measure() -> dict:
@@ -125,11 +135,17 @@ def _compiled(source: str, mode: str, device: str, tune: bool, precision: str,
             return {"error": f"{type(exc).__name__}: {exc}"[:500]}
         return {"device_name": tuning.device_name, "choices": dict(tuning.choices)}
 
-    chosen = measurements.get(measurement_key("tuning", candidate), measure)
+    tuned = [(r["_autotuned"], r["tuning"]["choices"]) for r in reuse if "tuning" in r]
+    choices = reused_choices(candidate, tuned) if tuned else None
+    if choices is not None:
+        device_name = next(r["tuning"]["device_name"] for r in reuse if "tuning" in r)
+        chosen = {"device_name": device_name, "choices": choices, "reused": True}
+    else:
+        chosen = measurements.get(measurement_key("tuning", candidate), measure)
     if "error" in chosen:
-        return {"candidate": candidate, "tuning_error": chosen["error"]}
+        return result | {"tuning_error": chosen["error"]}
     tuning = Tuning(chosen["device_name"], tuple(sorted(chosen["choices"].items())))
-    return {"candidate": compile_program(source, config, tuning), "tuning": chosen}
+    return result | {"candidate": compile_program(source, config, tuning), "tuning": chosen}
 
 
 def _faster_of(source: str, hybrid: dict, strict: dict, measurements: Measurements,
@@ -155,3 +171,47 @@ def _faster_of(source: str, hybrid: dict, strict: dict, measurements: Measuremen
     choice = measurements.get(key, measure)
     chosen = strict if choice["chose"] == "strict" else hybrid
     return chosen | {"hybrid_choice": choice}
+
+
+def _mixed(source: str, config: CompilerConfig, hybrid: dict, strict: dict, chosen: dict,
+           measurements: Measurements, compile_workers: int = 1) -> dict:
+    """``chosen`` (the faster of the hybrid and strict compiles), or a hybrid compile keeping
+    some products in Triton that ``mix.choose_mix`` measured faster than it; the trials are
+    recorded in ``hybrid_choice``."""
+    from drtriton.compiler.mix import choose_mix, product_groups
+    from drtriton.compiler.tune import measurement_key, time_candidates
+
+    choice = chosen.get("hybrid_choice", {})
+    groups = product_groups(hybrid["_products"])
+    if "strict_ms" not in choice or "tuning_error" in strict or len(groups) < 2:
+        return chosen
+    everything = frozenset(range(len(hybrid["_products"])))
+    compiles = {frozenset(): hybrid, everything: strict}
+
+    def compiled(kept: frozenset[int]) -> dict:
+        if kept not in compiles:
+            mix = dataclasses.replace(config, triton_products=kept)
+            compiles[kept] = _compiled(source, mix, True, measurements, compile_workers,
+                                       (hybrid, strict))
+        return compiles[kept]
+
+    def time_pair(best: frozenset[int], trial: frozenset[int]) -> tuple[float, float]:
+        pair = [compiled(best)["candidate"], compiled(trial)["candidate"]]
+        if "tuning_error" in compiled(trial):
+            return 1.0, math.inf
+
+        def measure() -> dict:
+            try:
+                return {"ms": time_candidates(pair, source, compile_workers=compile_workers)}
+            except Exception as exc:  # the trial loses; the judge will say how the best runs
+                return {"error": f"{type(exc).__name__}: {exc}"[:300]}
+
+        value = measurements.get(measurement_key("mix", *pair), measure)
+        return (1.0, math.inf) if "error" in value else tuple(value["ms"])
+
+    start = everything if choice["chose"] == "strict" else frozenset()
+    kept, trials = choose_mix(groups, start, time_pair)
+    if kept == start:
+        return chosen | {"hybrid_choice": choice | {"mix_trials": trials}}
+    return compiles[kept] | {"hybrid_choice": choice | {
+        "mix_trials": trials, "chose": "mixed", "triton_products": sorted(kept)}}

@@ -20,7 +20,10 @@ import triton.language as tl
 
 
 def emit(cap: Captured, prog: Program, config: CompilerConfig) -> str:
-    parts = [HEADER.format(mode=config.mode, device=config.device)]
+    mode = config.mode
+    if config.triton_products:
+        mode += f"; products kept in Triton: {', '.join(map(str, sorted(config.triton_products)))}"
+    parts = [HEADER.format(mode=mode, device=config.device)]
     helpers = sorted({h for k in prog.kernels for h in k.helpers})
     parts += [kernels.HELPERS[h] for h in helpers]
     parts += [k.render() for k in prog.kernels]

@@ -79,12 +79,23 @@ def _forced(v):
     return v.force() if isinstance(v, Deferred) else v
 
 
+@dataclass(frozen=True)
+class Product:
+    """A matrix product or convolution: what a library sees (kind, shapes, layouts, dtypes,
+    settings) and its floating-point operations."""
+
+    signature: str
+    flops: float
+
+
 @dataclass
 class Program:
     kernels: list[kernels.Kernel] = field(default_factory=list)
     body: list[str] = field(default_factory=list)
     input_names: list[str] = field(default_factory=list)
     init_lines: list[str] = field(default_factory=list)  # appended to ModelNew.__init__
+    # every matrix product and convolution, in lowering order (``Lowering.vendor_product``)
+    products: list[Product] = field(default_factory=list)
 
 
 def _arg(args, kwargs, i: int, name: str, default=None):
@@ -639,6 +650,14 @@ class Lowering(Reductions):
         offset = (str(e.offset) if self._own_buffer(e.buf)
                   else f"{e.buf}.storage_offset() + {e.offset}")
         return f"{e.buf}.as_strided({e.shape!r}, {tuple(e.strides)!r}, {offset})"
+
+    def vendor_product(self, signature: str, flops: float) -> bool:
+        """Whether the next matrix product or convolution calls the vendor library: in hybrid
+        mode, unless ``config.triton_products`` keeps it in Triton. Numbers every product, in
+        lowering order, whatever the mode (``Program.products``)."""
+        index = len(self.prog.products)
+        self.prog.products.append(Product(signature, float(flops)))
+        return self.config.mode == "hybrid" and index not in self.config.triton_products
 
     def torch_call(self, code: str, shape: ir.Shape, dtype: torch.dtype) -> ir.Load:
         buf = self.new_buf()

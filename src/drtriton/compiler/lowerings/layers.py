@@ -96,15 +96,19 @@ def _torch_in(L: Lowering, e: ir.Expr, dtype: torch.dtype) -> str:
     return view if e.dtype == dtype else f"{view}.to({dtype})"
 
 
-def matmul(L: Lowering, a, b) -> ir.Expr:
+def matmul(L: Lowering, a, b, vendor: bool | None = None) -> ir.Expr:
+    """``a @ b``; ``vendor``: whether it calls the vendor library (None: ask
+    ``L.vendor_product``; a caller that asked already passes its answer)."""
     a, b = _f(L.t(a)), _f(L.t(b))
+    if vendor is None:
+        vendor = L.vendor_product(_product_signature("matmul", a, b), _matmul_flops(a, b))
     squeeze_a = len(a.shape) == 1
     squeeze_b = len(b.shape) == 1
     if squeeze_a:
         a = ir.reshape(a, (1, a.shape[0]))
     if squeeze_b:
         b = ir.reshape(b, (b.shape[0], 1))
-    if L.config.mode == "strict":  # before broadcasting, so that a batch-broadcast stays a view
+    if not vendor:  # before broadcasting, so that a batch-broadcast stays a view
         a = reread_input(L, a, max(1.0, b.shape[-1] / _TILE))
         b = reread_input(L, b, max(1.0, a.shape[-2] / _TILE))
         a, b, exact = k_major(L, a, b)
@@ -118,7 +122,7 @@ def matmul(L: Lowering, a, b) -> ir.Expr:
         raise Unsupported(f"matmul shapes {a.shape} @ {b.shape}")
     shape = batch + (M, N)
     dtype = ir.promote(a.dtype, b.dtype)  # bf16 @ bf16 is bf16 (fp32 accumulation), as in torch
-    if L.config.mode == "hybrid":
+    if vendor:
         code = f"torch.matmul({_torch_in(L, a, dtype)}, {_torch_in(L, b, dtype)})"
         out = L.torch_call(code, shape, dtype)
     else:
@@ -195,18 +199,43 @@ def _sdpa(L, q, k, v, attn_mask=None, dropout_p=0.0, is_causal=False, scale=None
 
 
 def linear(L, x, weight, bias):
-    if L.config.mode == "hybrid" and bias is not None:
-        x, weight, bias = L.t(x), L.t(weight), L.t(bias)
+    x, weight = _f(L.t(x)), _f(L.t(weight))
+    weight_t = ir.transpose(weight, 0, 1) if len(weight.shape) == 2 else weight
+    vendor = L.vendor_product(_product_signature("matmul", x, weight_t),
+                              _matmul_flops(x, weight_t))
+    if vendor and bias is not None:
+        bias = L.t(bias)
         if _half_operands(x, weight, bias):
             return _vendor_linear(L, x, weight, bias)
-    y = matmul(L, x, ir.transpose(weight, 0, 1) if len(weight.shape) == 2 else weight)
+    y = matmul(L, x, weight_t, vendor)
     if bias is None:
         return y
     y = ir.op("add", y, bias)
     # on tensor cores the bias joins the product's epilogue now (no extra pass: the product is
     # written anyway), so that a consumer reading the result through views (attention's heads
     # split from one QKV projection) or as a product's operand reads a plain buffer
-    return L.materialize(y) if _tensor_cores(L) else y
+    return L.materialize(y) if not vendor and L.blocks.dot_precision != "ieee" else y
+
+
+def _product_signature(kind: str, a: ir.Expr, b: ir.Expr, detail: str = "") -> str:
+    """What makes two products the same problem for a library: kind, shapes, layouts (``r``:
+    rows contiguous, ``t``: transposed, ``c``: computed), dtypes."""
+    layout = "".join(_layout(e) for e in (a, b))
+    return (f"{kind} {tuple(a.shape)}x{tuple(b.shape)} {layout} {a.dtype}x{b.dtype}{detail}"
+            .replace("torch.", ""))
+
+
+def _matmul_flops(a: ir.Expr, b: ir.Expr) -> float:
+    a_shape = a.shape if len(a.shape) > 1 else (1, *a.shape)
+    b_shape = b.shape if len(b.shape) > 1 else (*b.shape, 1)
+    batch = ir.numel(ir.broadcast_shapes(a_shape[:-2], b_shape[:-2]))
+    return 2.0 * batch * a_shape[-2] * a_shape[-1] * b_shape[-1]
+
+
+def _layout(e: ir.Expr) -> str:
+    if not isinstance(e, ir.Load):
+        return "c"
+    return "r" if len(e.shape) < 2 or e.strides[-1] == 1 else "t"
 
 
 def _half_operands(x: ir.Expr, weight: ir.Expr, bias: ir.Expr) -> bool:
@@ -299,8 +328,12 @@ def conv(L: Lowering, nsp: int, x, weight, bias, stride, padding, dilation, grou
                      zip(ins, stride, padding, dilation, ksz, strict=True))
     shape = (x.shape[0], oc, *outs)
     dtype = ir.promote(x.dtype, weight.dtype)
-    if L.config.mode == "hybrid":
-        name = f"conv_transpose{nsp}d" if transposed else f"conv{nsp}d"
+    name = f"conv_transpose{nsp}d" if transposed else f"conv{nsp}d"
+    detail = f" stride {stride} padding {padding} dilation {dilation} groups {groups}"
+    # each output element sums in_channels / groups x taps products; transposed, each input
+    # element feeds out_channels / groups x taps outputs (the weight's shape after its first dim)
+    flops = 2.0 * ir.numel(weight.shape[1:]) * ir.numel(x.shape if transposed else shape)
+    if L.vendor_product(_product_signature(name, x, weight, detail), flops):
         extra = f", output_padding={ntuple(output_padding, nsp)}" if transposed else ""
         code = (f"torch.nn.functional.{name}({_torch_in(L, x, dtype)}, "
                 f"{_torch_in(L, weight, dtype)}, None, stride={stride}, padding={padding}{extra}, "
