@@ -174,3 +174,25 @@ def test_a_benchmark_row_keeps_the_times_the_hybrid_choice_compared():
         {"trial_ms": 5.0, "kept": False}]}
     assert _choice_ms(choice) == {"hybrid": 7.0, "strict": 6.0, "mixed": 4.0}
     assert _choice_ms({"chose": "hybrid"}) == {}
+
+
+def test_a_mix_names_each_kernel_as_its_twin_and_still_matches_pytorch():
+    """Triton caches compiled kernels by source, name included: a mix's kernel named as in the
+    hybrid or strict compile is not compiled again."""
+    from drtriton.compiler.mix import adopt_names, kernel_texts
+
+    def cpu(mode, kept=frozenset()):
+        return compile_with_products(BLOCK, CompilerConfig(mode=mode, triton_products=kept))[0]
+
+    others = [cpu("hybrid"), cpu("strict")]
+    twins = {text: name for other in reversed(others)
+             for name, text in kernel_texts(other).items()}
+    for kept in (frozenset({0}), frozenset({1, 2, 3}), frozenset({0, 2})):
+        mix = adopt_names(cpu("hybrid", kept), others)
+        texts = kernel_texts(mix)
+        assert len(texts) == mix.count("@triton.jit")  # every kernel found, none lost
+        assert all(twins[text] == name for name, text in texts.items() if text in twins)
+        _assert_matches(mix)
+    cuda_others = [_cuda("hybrid"), _cuda("strict")]
+    cuda_mix = adopt_names(_cuda("hybrid", frozenset({1, 2, 3})), cuda_others)
+    assert len(kernel_texts(cuda_mix)) == cuda_mix.count("@triton.jit")

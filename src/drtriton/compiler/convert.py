@@ -178,7 +178,7 @@ def _mixed(source: str, config: CompilerConfig, hybrid: dict, strict: dict, chos
     """``chosen`` (the faster of the hybrid and strict compiles), or a hybrid compile keeping
     some products in Triton that ``mix.choose_mix`` measured faster than it; the trials are
     recorded in ``hybrid_choice``."""
-    from drtriton.compiler.mix import choose_mix, product_groups
+    from drtriton.compiler.mix import adopt_names, choose_mix, product_groups
     from drtriton.compiler.tune import measurement_key, time_candidates
 
     choice = chosen.get("hybrid_choice", {})
@@ -191,8 +191,10 @@ def _mixed(source: str, config: CompilerConfig, hybrid: dict, strict: dict, chos
     def compiled(kept: frozenset[int]) -> dict:
         if kept not in compiles:
             mix = dataclasses.replace(config, triton_products=kept)
-            compiles[kept] = _compiled(source, mix, True, measurements, compile_workers,
-                                       (hybrid, strict))
+            result = _compiled(source, mix, True, measurements, compile_workers,
+                               (hybrid, strict))
+            names_from = [hybrid["candidate"], strict["candidate"]]
+            compiles[kept] = result | {"candidate": adopt_names(result["candidate"], names_from)}
         return compiles[kept]
 
     def time_pair(best: frozenset[int], trial: frozenset[int]) -> tuple[float, float]:

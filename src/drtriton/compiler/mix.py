@@ -6,8 +6,9 @@ Triton; ``compiler.convert`` times both and, where a program has products of mor
 tries moving one kind at a time to the other side (``choose_mix``), keeping a move only when the
 whole candidate gets faster. Products with one signature (the same library problem) move
 together, those doing the most work first. The tuned configs of the hybrid and strict compiles
-are reused for every kernel a mix shares with them (``reused_choices``), so a trial compiles
-its kernels once and tunes only the kernels neither compile has.
+are reused for every kernel a mix shares with them (``reused_choices``), and such a kernel takes
+its twin's name (``adopt_names``), so a trial compiles and tunes only the kernels neither compile
+has.
 """
 
 from __future__ import annotations
@@ -51,14 +52,45 @@ def choose_mix(groups: Sequence[tuple[int, ...]], start: frozenset[int],
     return best, trials
 
 
-_AUTOTUNED = re.compile(r"^@triton\.autotune\(.*?^def (\w+)\(.*?(?=^\S|\Z)", re.S | re.M)
+_KERNEL = re.compile(r"^@triton\.(?:autotune|jit)\b.*?^def (\w+)\(.*?(?=^\S|\Z)", re.S | re.M)
+
+
+def kernel_texts(candidate: str, autotuned_only: bool = False) -> dict[str, str]:
+    """Each kernel of a candidate: name -> its text (decorators, signature, body) with the name
+    replaced, so that the same kernel under another number compares equal."""
+    return {m.group(1): m.group(0).replace(m.group(1), "KERNEL")
+            for m in _KERNEL.finditer(candidate)
+            if not autotuned_only or m.group(0).startswith("@triton.autotune")}
 
 
 def autotuned_kernels(candidate: str) -> dict[str, str]:
-    """Each autotuned kernel of a candidate: name -> its text (decorators, signature, body) with
-    the name replaced, so that the same kernel under another number compares equal."""
-    return {m.group(1): m.group(0).replace(m.group(1), "KERNEL")
-            for m in _AUTOTUNED.finditer(candidate)}
+    """``kernel_texts`` of the kernels that autotune."""
+    return kernel_texts(candidate, autotuned_only=True)
+
+
+def adopt_names(candidate: str, others: Sequence[str]) -> str:
+    """``candidate`` with each kernel renamed as its twin (the same text) is named in
+    ``others``: Triton caches compiled kernels by their source, name included, so a mix then
+    compiles only the kernels that neither the hybrid nor the strict compile has."""
+    twins: dict[str, str] = {}
+    for other in others:
+        for name, text in kernel_texts(other).items():
+            twins.setdefault(text, name)
+    mine = kernel_texts(candidate)
+    names = {name: twins[text] for name, text in mine.items() if text in twins}
+    taken = set(names.values())
+    for name in mine:
+        if name not in names:  # no twin: its own name, unless a twin took it
+            new = name
+            while new in taken:
+                new += "_mix"
+            names[name] = new
+            taken.add(new)
+    renamed = {old: new for old, new in names.items() if old != new}
+    if not renamed:
+        return candidate
+    pattern = re.compile(r"\b(" + "|".join(map(re.escape, renamed)) + r")\b")
+    return pattern.sub(lambda m: renamed[m.group(1)], candidate)
 
 
 def reused_choices(candidate: str,
