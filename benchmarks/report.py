@@ -169,14 +169,7 @@ def plan_problems_block(name: str) -> str | None:
 def _plan_plot(rows: list[dict], path: Path) -> None:
     """Per suite and mode, of the correct rows: speedups against eager and torch.compile, and
     runtime over the physical floor."""
-    try:
-        import matplotlib
-    except ImportError:
-        raise SystemExit("report.py: plotting needs matplotlib: pip install -e '.[plot]'") from None
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
+    plt = _pyplot()
     groups = sorted({(r["suite"], r["mode"]) for r in rows})
     ok = [r for r in rows if r["status"] == "correct"]
     panels = {
@@ -202,6 +195,86 @@ def _plan_plot(rows: list[dict], path: Path) -> None:
     plt.close(fig)
 
 
+STAGE_LABELS = {"untrained": "untrained", "sft": "SFT", "drpo": "DRPO", "grpo": "GRPO",
+                "drpo_search": "DRPO + search"}
+
+
+def learning_block() -> str | None:
+    """The learning experiment's held-out results (``benchmarks/results/learning/summary.json``,
+    written by ``drtriton learn``): per level and stage, accuracy, mean speedup of the correct
+    answers and n; bar charts of both and, once RL has run, its curves, beside the summary."""
+    path = RESULTS / "learning" / "summary.json"
+    if not path.exists():
+        return None
+    data = json.loads(path.read_text())
+    table = learning_rows(data)
+    if not table:
+        return None
+    plot = path.with_name("learning.png")
+    _learning_plot(data, plot)
+    env = data["environment"]
+    return (markdown_table(table, list(table[0])) + f"\n\n![learning]({plot.relative_to(ROOT)})"
+            + f"\n\n_{env.get('gpu') or env.get('host_cpu')}, torch {env['torch']}, commit "
+            f"{env['git_commit']}, {env['date'][:10]}, plan `{data['plan']}`; generated from "
+            f"`{path.relative_to(ROOT)}`._")
+
+
+def learning_rows(data: dict) -> list[dict]:
+    """One row per level and stage that was evaluated (n > 0), in the summary's order."""
+    return [{"level": level, "stage": STAGE_LABELS.get(stage, stage),
+             "accuracy": _fmt(cell["accuracy"]),
+             "mean_speedup_correct": _fmt(cell["mean_speedup_correct"]), "n": cell["n"]}
+            for level, stages in data["levels"].items()
+            for stage, cell in stages.items() if cell["n"]]
+
+
+def _learning_plot(data: dict, path: Path) -> None:
+    """Bars per level and stage (accuracy; mean speedup of correct answers) and, where RL ran,
+    the fraction of correct answers per step of each objective."""
+    plt = _pyplot()
+    levels = list(data["levels"])
+    stages = [s for s in STAGE_LABELS if any(data["levels"][lv].get(s, {}).get("n")
+                                              for lv in levels)]
+    curves = {k: v["correct_rate"] for k, v in data.get("rl_step_costs_s", {}).items()
+              if v.get("correct_rate")}
+    panels = 2 + bool(curves)
+    fig, axes = plt.subplots(1, panels, figsize=(4.7 * panels, 3.6), squeeze=False)
+    width = 0.8 / max(1, len(stages))
+    for ax, key, title in zip(axes[0], ("accuracy", "mean_speedup_correct"),
+                              ("held-out accuracy", "mean speedup of correct (vs eager)"),
+                              strict=False):
+        for i, stage in enumerate(stages):
+            values = [data["levels"][lv].get(stage, {}).get(key) or 0.0 for lv in levels]
+            ax.bar([j + i * width for j in range(len(levels))], values, width,
+                   label=STAGE_LABELS[stage])
+        ax.set_xticks([j + width * (len(stages) - 1) / 2 for j in range(len(levels))],
+                      [f"level {lv}" for lv in levels])
+        ax.set_title(title)
+    axes[0][0].set_ylim(0, 1)
+    axes[0][0].legend(fontsize=7)
+    if curves:
+        ax = axes[0][2]
+        for objective, rates in curves.items():
+            ax.plot(range(1, len(rates) + 1), rates, label=objective.upper())
+        ax.set_xlabel("RL step")
+        ax.set_title("correct answers per step (training)")
+        ax.legend(fontsize=7)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
+def _pyplot():
+    try:
+        import matplotlib
+    except ImportError:
+        raise SystemExit("report.py: plotting needs matplotlib: pip install -e '.[plot]'") from None
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    return plt
+
+
 def main() -> None:
     # The README holds one table per suite; the other plans and per-problem rows live in the
     # docs of their stage.
@@ -210,7 +283,8 @@ def main() -> None:
                       ("plan_heavy", lambda: plan_block("heavy")),
                       ("plan_half", lambda: plan_block("half")),
                       ("plan_synthetic", lambda: plan_block(
-                          "gpu", ("synthetic", "synthetic-l20")))],
+                          "gpu", ("synthetic", "synthetic-l20"))),
+                      ("learning", learning_block)],
         "docs/bench.md": [("plan_gpu", lambda: plan_block("gpu")),
                           ("plan_real_tf32", lambda: plan_block("real_tf32")),
                           ("plan_heavy_tf32", lambda: plan_block("heavy_tf32")),
