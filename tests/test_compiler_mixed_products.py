@@ -196,3 +196,26 @@ def test_a_mix_names_each_kernel_as_its_twin_and_still_matches_pytorch():
     cuda_others = [_cuda("hybrid"), _cuda("strict")]
     cuda_mix = adopt_names(_cuda("hybrid", frozenset({1, 2, 3})), cuda_others)
     assert len(kernel_texts(cuda_mix)) == cuda_mix.count("@triton.jit")
+
+
+def test_a_mix_that_fails_to_compile_loses_its_trial_not_the_compile(monkeypatch):
+    from drtriton.compiler import convert, tune
+    from drtriton.compiler.mix import autotuned_kernels
+
+    def fake_measure(candidate, source, device="cuda", compile_workers=1):
+        return tune.Tuning("fake GPU", tuple((n, 0) for n in sorted(autotuned_kernels(candidate))))
+
+    real = convert._compiled
+
+    def failing(source, config, *args, **kwargs):
+        if config.triton_products:
+            raise RuntimeError("boom")
+        return real(source, config, *args, **kwargs)
+
+    monkeypatch.setattr(tune, "measure_choices", fake_measure)
+    monkeypatch.setattr(tune, "time_candidates", lambda cs, *a, **k: [float(len(c)) for c in cs])
+    monkeypatch.setattr(convert, "_compiled", failing)
+    result = convert.compile_in_child(TEMPLATE.format(**LARGE), "hybrid", "cuda")
+    choice = result["hybrid_choice"]
+    assert "error" not in result and choice["chose"] in ("hybrid", "strict")
+    assert choice["mix_trials"] and not any(t["kept"] for t in choice["mix_trials"])

@@ -191,16 +191,21 @@ def _mixed(source: str, config: CompilerConfig, hybrid: dict, strict: dict, chos
     def compiled(kept: frozenset[int]) -> dict:
         if kept not in compiles:
             mix = dataclasses.replace(config, triton_products=kept)
-            result = _compiled(source, mix, True, measurements, compile_workers,
-                               (hybrid, strict))
-            names_from = [hybrid["candidate"], strict["candidate"]]
-            compiles[kept] = result | {"candidate": adopt_names(result["candidate"], names_from)}
+            try:
+                result = _compiled(source, mix, True, measurements, compile_workers,
+                                   (hybrid, strict))
+            except Exception as exc:  # noqa: BLE001 - a mix that fails loses its trial
+                result = {"tuning_error": f"{type(exc).__name__}: {exc}"[:300]}
+            if "tuning_error" not in result:
+                names_from = [hybrid["candidate"], strict["candidate"]]
+                result["candidate"] = adopt_names(result["candidate"], names_from)
+            compiles[kept] = result
         return compiles[kept]
 
     def time_pair(best: frozenset[int], trial: frozenset[int]) -> tuple[float, float]:
-        pair = [compiled(best)["candidate"], compiled(trial)["candidate"]]
         if "tuning_error" in compiled(trial):
             return 1.0, math.inf
+        pair = [compiled(best)["candidate"], compiled(trial)["candidate"]]
 
         def measure() -> dict:
             try:
