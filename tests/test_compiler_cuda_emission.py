@@ -365,8 +365,10 @@ def test_a_hybrid_gpu_compile_keeps_the_faster_of_hybrid_and_strict(monkeypatch)
     from drtriton.compiler import convert, tune
 
     src = program("return torch.relu(torch.matmul(a, b)) * 2", [(40, 48), (48, 36)])
-    hybrid = convert._compiled(src, "hybrid", "cuda", False, "fp32", convert.Measurements())
-    strict = convert._compiled(src, "strict", "cuda", False, "fp32", convert.Measurements())
+    hybrid = convert._compiled(src, CompilerConfig(mode="hybrid", device="cuda"), False,
+                               convert.Measurements())
+    strict = convert._compiled(src, CompilerConfig(mode="strict", device="cuda"), False,
+                               convert.Measurements())
     assert hybrid["candidate"] != strict["candidate"]
     for times, chose in (([2.0, 1.0], "strict"), ([1.0, 3.0], "hybrid")):
         monkeypatch.setattr(tune, "time_candidates", lambda cands, ref, t=times, **options: t)
