@@ -282,8 +282,7 @@ def main() -> None:
         "README.md": [("plan_real_strict", lambda: plan_block("real_strict")),
                       ("plan_heavy", lambda: plan_block("heavy")),
                       ("plan_half", lambda: plan_block("half")),
-                      ("plan_synthetic", lambda: plan_block(
-                          "gpu", ("synthetic", "synthetic-l20"))),
+                      ("plan_synthetic", lambda: plan_block("synthetic_strict")),
                       ("learning", learning_block)],
         "docs/bench.md": [("plan_gpu", lambda: plan_block("gpu")),
                           ("plan_real_tf32", lambda: plan_block("real_tf32")),
