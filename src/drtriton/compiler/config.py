@@ -41,7 +41,7 @@ class CompilerConfig:
     is made of supported ops converts, ``compiler.aten_capture``), or ``auto``: ``fx``, and
     ``export`` where ``fx`` cannot capture or lower the program.
     triton_products: ``hybrid`` only: the matrix products and convolutions that stay in Triton,
-    by their number in lowering order (``compiler.product_signatures`` lists them); the others
+    by their number in lowering order (``compiler.compile_with_products`` lists them); the others
     call the vendor library. Empty: all of them call it. On a GPU, converting in hybrid mode
     measures which products to keep (``compiler.convert``).
     """
