@@ -219,3 +219,28 @@ def test_a_mix_that_fails_to_compile_loses_its_trial_not_the_compile(monkeypatch
     choice = result["hybrid_choice"]
     assert "error" not in result and choice["chose"] in ("hybrid", "strict")
     assert choice["mix_trials"] and not any(t["kept"] for t in choice["mix_trials"])
+
+
+def test_moves_that_end_at_the_strict_compile_are_recorded_as_strict(monkeypatch):
+    """Regression: a hybrid start whose every kind moved to Triton ended at the strict compile
+    but was labelled a mix."""
+    from drtriton.compiler import convert, tune
+    from drtriton.compiler.mix import autotuned_kernels
+
+    def fake_measure(candidate, source, device="cuda", compile_workers=1):
+        return tune.Tuning("fake GPU", tuple((n, 0) for n in sorted(autotuned_kernels(candidate))))
+
+    def ms(candidate):  # every vendor call costs 1 ms more than our kernel
+        forward = candidate.split("class ModelNew")[1]
+        return 4.0 + forward.count("functional.conv2d(") + forward.count("torch.matmul(")
+
+    monkeypatch.setattr(tune, "measure_choices", fake_measure)
+    monkeypatch.setattr(tune, "time_candidates", lambda cs, *a, **k: [ms(c) for c in cs])
+    # a noisy first timing had the hybrid compile win, so the moves start from it
+    monkeypatch.setattr(convert, "_faster_of", lambda s, h, st, *a, **k: h | {"hybrid_choice": {
+        "hybrid_ms": 6.0, "strict_ms": 7.0, "chose": "hybrid"}})
+    result = convert.compile_in_child(TEMPLATE.format(**LARGE), "hybrid", "cuda")
+    choice = result["hybrid_choice"]
+    assert [t["kept"] for t in choice["mix_trials"]] == [True, True, True, True]
+    assert choice["chose"] == "strict" and "triton_products" not in choice
+    assert "mode: strict" in result["candidate"].splitlines()[0]

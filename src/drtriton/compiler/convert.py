@@ -220,5 +220,7 @@ def _mixed(source: str, config: CompilerConfig, hybrid: dict, strict: dict, chos
     kept, trials = choose_mix(groups, start, time_pair)
     if kept == start:
         return chosen | {"hybrid_choice": choice | {"mix_trials": trials}}
-    return compiles[kept] | {"hybrid_choice": choice | {
-        "mix_trials": trials, "chose": "mixed", "triton_products": sorted(kept)}}
+    # the moves may end at the other pure compile: all products in Triton is the strict one
+    chose = {frozenset(): "hybrid", everything: "strict"}.get(kept, "mixed")
+    picked = {"chose": chose} | ({"triton_products": sorted(kept)} if chose == "mixed" else {})
+    return compiles[kept] | {"hybrid_choice": choice | {"mix_trials": trials} | picked}
