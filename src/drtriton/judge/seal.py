@@ -66,6 +66,10 @@ _FRAME_READERS = (
     "logging:Logger.findCaller",
 )
 _FRAME_EVENTS = frozenset({"sys._getframe", "sys._getframemodulename"})
+# Library code that reads ``tb_frame`` (and the like) of a traceback and hands out no frame:
+# Triton drops its own code generator's frames from a kernel's CompilationError, so without
+# this an honest kernel that fails to compile on a GPU would be judged a tamper attempt.
+_FRAME_ATTRIBUTE_READERS = ("triton.compiler.compiler:filter_traceback",)
 _PATH_EVENTS = frozenset(
     {"open", "os.rename", "os.link", "os.symlink", "os.remove", "os.rmdir", "os.mkdir",
      "os.truncate", "os.chmod", "os.chown", "os.utime", "os.listxattr", "os.setxattr",
@@ -92,7 +96,8 @@ def install_audit_hook(
     other ``ctypes`` event is blocked.
     """
     protected = frozenset(os.path.realpath(p) for p in protected_paths)
-    readers = _frame_reader_codes()
+    readers = _frame_reader_codes(_FRAME_READERS)
+    attribute_readers = _frame_reader_codes(_FRAME_ATTRIBUTE_READERS)
     getframe = sys._getframe
     fds = frozenset(protected_fds)
     record: list[str] = []
@@ -128,6 +133,8 @@ def install_audit_hook(
         if event.startswith("ctypes."):
             return event
         if event == "object.__getattr__" and len_(args) > 1 and args[1] in _FRAME_ATTRIBUTES:
+            if id(getframe(2).f_code) in attribute_readers:  # 2: whoever read the attribute
+                return None
             return f"read of {args[1]}"
         if event in _PATH_EVENTS and names_protected(args):
             return f"{event} of a judge file {args[0]!r}"
@@ -162,8 +169,9 @@ def install_audit_hook(
     return lambda: list(record)
 
 
-def _frame_reader_codes() -> frozenset[int]:
-    """ids of every code object (nested ones too) of the functions in ``_FRAME_READERS``."""
+def _frame_reader_codes(entries: tuple[str, ...]) -> frozenset[int]:
+    """ids of every code object (nested ones too) of the functions ``entries`` name (modules
+    not imported yet are skipped: code loaded after the hook is never a reader)."""
     found: set[int] = set()
 
     def add(code) -> None:
@@ -182,7 +190,7 @@ def _frame_reader_codes() -> frozenset[int]:
             for member in vars(obj).values():
                 visit(getattr(member, "__func__", member), 1)
 
-    for entry in _FRAME_READERS:
+    for entry in entries:
         name, _, qualified = entry.partition(":")
         module = sys.modules.get(name)
         if module is None:
