@@ -440,6 +440,10 @@ def test_inplace_ops_rebind_the_mutated_tensor_and_refuse_aliasing():
     )
     check(program("y = torch.mul(a, 2.0)\nz = F.relu(y, inplace=True)\nreturn z + y", [(3, 4)]))
     check(program("y = torch.mul(a, 2.0)\nw = y * 3.0\ny.clamp_(min=0.1)\nreturn y, w", [(3, 4)]))
+    # a chain updates the tensor, not only the first call's result (the fx capture once read y
+    # after mul_ and lost add_; every output was off by one)
+    chained = "y = torch.mul(a, 2.0)\ny.mul_(0.5).add_(1.0)\ny.clamp_(min=0.0)\nreturn y"
+    check(program(chained, [(3, 4)]), capture="fx")
     aliased = program("y = torch.mul(a, 2.0)\nv = y.view(-1)\ny.add_(1.0)\nreturn v", [(3, 4)])
     with pytest.raises(UnsupportedOperatorError, match="in-place"):
         compile_program(aliased, CompilerConfig(capture="fx"))

@@ -64,7 +64,8 @@ def compile_with_products(source: str, config: CompilerConfig | None = None,
 def _captured_and_lowered(source: str, config: CompilerConfig, tuning: Tuning | None):
     """The capture ``config.capture`` names and its lowering; ``auto`` tries ``torch.fx``
     first and ``torch.export`` where that fails, and reports the fx error if both fail (it
-    names the program's own calls, not ATen ops)."""
+    names the program's own calls, not ATen ops), unless fx could not trace the forward at all
+    (an assignment into a tensor): then the later capture's error names the operator."""
     errors = []
     for capture_with in CAPTURES_TRIED[config.capture]:
         try:
@@ -72,7 +73,8 @@ def _captured_and_lowered(source: str, config: CompilerConfig, tuning: Tuning | 
             return cap, Lowering(cap, config, tuning).run()
         except UnsupportedOperatorError as exc:
             errors.append(exc)
-    raise errors[0]
+    named = [e for e in errors if e.line]
+    raise named[0] if named else errors[0]
 
 
 def _capture_fx(source: str):

@@ -440,6 +440,9 @@ ADAPTERS: dict[str, Callable[[dict], Call | None]] = {
        for name in ("empty", "empty_permuted", "empty_strided")},
     "empty_like": lambda named: _call_of(torch.zeros_like, named["self"],
                                          dtype=named.get("dtype")),
+    # a functional copy into ``self``: ``src`` broadcast to its shape (the node's own dtype
+    # casts it); what an assignment into a slice (``out[:, 0] = 0``) leaves after export
+    "copy": lambda named: ("call_method", "expand_as", (named["src"], named["self"]), {}, False),
     "bitwise_and": lambda named: _call_of(operator.and_, named["self"], named["other"]),
     "bitwise_or": lambda named: _call_of(operator.or_, named["self"], named["other"]),
     "convolution": _convolution,

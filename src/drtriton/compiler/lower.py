@@ -149,6 +149,8 @@ class Lowering(Reductions):
         self.prog = Program()
         self.env: dict[fx.Node, object] = {}
         self.labels: dict[fx.Node, list[str]] = {}
+        # the result of an in-place op is its first argument's tensor: node -> that tensor's node
+        self.same_tensor: dict[fx.Node, fx.Node] = {}
         self.pending: dict[str, Pending] = {}
         self.emitted: set[str] = set()
         self.twins: dict[tuple, list[kernels.Kernel]] = {}  # kernels by _identity
@@ -216,8 +218,11 @@ class Lowering(Reductions):
         else:
             value = self.call_function(node.target, args, kwargs)
         value = self.check(node, value)
-        if mutated is not None:
+        if mutated is not None:  # every name of the tensor reads the update
             self.env[mutated] = value
+            for name, tensor in self.same_tensor.items():
+                if tensor is mutated and name is not node:
+                    self.env[name] = value
         self.labels[node] = self.cur_labels
         if isinstance(value, ir.Expr) and not ir.is_cheap(value):
             if len(node.users) > 1 or ir.count_nodes(value) > self.config.max_fused_nodes:
@@ -227,8 +232,9 @@ class Lowering(Reductions):
 
     def check_inplace(self, node: fx.Node) -> fx.Node | None:
         """An in-place op is lowered functionally, then the mutated tensor is rebound to the
-        result (later readers see the update). Refused where the tensor aliases another one.
-        Returns the node to rebind, if any."""
+        result (later readers see the update, through the tensor's node and through the results
+        of earlier in-place ops on it, as in ``y.mul_(a).add_(b)``). Refused where the tensor
+        aliases another one. Returns the tensor's node to rebind, if any."""
         inplace = node.kwargs.get("inplace") is True
         if node.op == "call_module":
             inplace = inplace or getattr(self.cap.gm.get_submodule(node.target), "inplace", False)
@@ -240,6 +246,8 @@ class Lowering(Reductions):
         first = node.args[0] if node.args else None
         if not inplace or not isinstance(first, fx.Node):
             return None
+        first = self.same_tensor.get(first, first)
+        self.same_tensor[node] = first
         aliases = [first] + [u for u in first.users if u is not node and _is_view(u)]
         if _is_view(first) or len(aliases) > 1:
             raise Unsupported("in-place update of a view (aliasing is not modelled)")
@@ -248,6 +256,8 @@ class Lowering(Reductions):
     def check(self, node: fx.Node, value):
         meta = node.meta.get("tensor_meta")
         if isinstance(value, ir.Expr) and meta is not None and hasattr(meta, "shape"):
+            if isinstance(value, ir.Const) and not value.shape:  # a scalar expanded: uniform
+                value = ir.Const(tuple(meta.shape), value.dtype, value.value)
             if tuple(meta.shape) != value.shape:
                 raise Unsupported(f"internal shape mismatch {value.shape} vs {tuple(meta.shape)}")
             if meta.dtype != value.dtype:

@@ -348,6 +348,62 @@ def _narrow(L, x, dim, start, length):
     return _index(x, tuple(key))
 
 
+@fn(torch.slice_scatter)
+def _slice_scatter(L, x, src, dim=0, start=None, end=None, step=1):
+    """``x`` with ``x[start:end]`` along ``dim`` replaced by ``src`` (what ``out[:, 2:5] = y``
+    leaves after export): the kept runs of ``x`` and ``src`` concatenated."""
+    x, src = L.t(x), L.t(src)
+    d = dim % len(x.shape)
+    size = x.shape[d]
+    lo, hi, stride = slice(start, end, step).indices(size)
+    if stride != 1:
+        raise Unsupported("assignment into a strided slice (slice_scatter with a step)")
+    hi = max(hi, lo)
+    middle = x.shape[:d] + (hi - lo,) + x.shape[d + 1:]
+    parts = [_narrow(L, x, d, 0, lo)] if lo > 0 else []
+    if hi > lo:
+        parts.append(ir.cast(ir.broadcast_to(src, middle), x.dtype))
+    if hi < size:
+        parts.append(_narrow(L, x, d, hi, size - hi))
+    return _cat(L, parts, d)
+
+
+@fn(torch.select_scatter)
+def _select_scatter(L, x, src, dim, index):
+    """``x`` with ``x.select(dim, index)`` replaced by ``src`` (``out[:, 0] = v``)."""
+    x, src = L.t(x), L.t(src)
+    d = dim % len(x.shape)
+    at = index % x.shape[d]
+    row = ir.broadcast_to(src, x.shape[:d] + x.shape[d + 1:]) if isinstance(src, ir.Expr) else src
+    row = ir.reshape(row, x.shape[:d] + (1,) + x.shape[d + 1:]) if isinstance(row, ir.Expr) \
+        else row
+    return _slice_scatter(L, x, row, d, at, at + 1)
+
+
+@fn(torch.index_put)
+def _index_put(L, x, indices, values, accumulate=False):
+    """``x[mask] = values`` for a boolean ``mask`` over ``x``'s leading dims, as a select;
+    ``values`` one value, or one per selected row. Integer indices (a scatter) are refused."""
+    x, values = L.t(x), L.t(values)
+    masks = [i for i in indices if i is not None]
+    mask = L.t(masks[0]) if len(masks) == 1 and indices[0] is not None else None
+    if mask is None or mask.dtype not in (torch.bool, torch.uint8) \
+            or tuple(mask.shape) != tuple(x.shape[:len(mask.shape)]):
+        raise Unsupported("assignment through integer indices (index_put as a scatter)")
+    if mask.dtype != torch.bool:
+        mask = ir.op("ne", mask, ir.const(0))
+    k = len(mask.shape)
+    mask = ir.broadcast_to(ir.reshape(mask, mask.shape + (1,) * (len(x.shape) - k)), x.shape)
+    try:
+        new = ir.cast(ir.broadcast_to(values, x.shape), x.dtype)
+    except ValueError:
+        raise Unsupported("x[mask] = values with one value per selected element "
+                          "(their number depends on the data)") from None
+    if accumulate:
+        new = ir.op("add", x, new)
+    return ir.op("where", mask, new, x, dtype=x.dtype)
+
+
 @fn(torch.chunk)
 @method("chunk")
 def _chunk(L, x, chunks, dim=0):
