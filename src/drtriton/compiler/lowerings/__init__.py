@@ -15,10 +15,11 @@ from drtriton.compiler.lowerings import (
     recurrent,
     reductions,
     resample,
+    scatter,
     views,
 )
 
 __all__ = [
     "einops_ops", "elementwise", "layers", "losses", "made", "modules", "recurrent",
-    "reductions", "resample", "views",
+    "reductions", "resample", "scatter", "views",
 ]

@@ -380,30 +380,6 @@ def _select_scatter(L, x, src, dim, index):
     return _slice_scatter(L, x, row, d, at, at + 1)
 
 
-@fn(torch.index_put)
-def _index_put(L, x, indices, values, accumulate=False):
-    """``x[mask] = values`` for a boolean ``mask`` over ``x``'s leading dims, as a select;
-    ``values`` one value, or one per selected row. Integer indices (a scatter) are refused."""
-    x, values = L.t(x), L.t(values)
-    masks = [i for i in indices if i is not None]
-    mask = L.t(masks[0]) if len(masks) == 1 and indices[0] is not None else None
-    if mask is None or mask.dtype not in (torch.bool, torch.uint8) \
-            or tuple(mask.shape) != tuple(x.shape[:len(mask.shape)]):
-        raise Unsupported("assignment through integer indices (index_put as a scatter)")
-    if mask.dtype != torch.bool:
-        mask = ir.op("ne", mask, ir.const(0))
-    k = len(mask.shape)
-    mask = ir.broadcast_to(ir.reshape(mask, mask.shape + (1,) * (len(x.shape) - k)), x.shape)
-    try:
-        new = ir.cast(ir.broadcast_to(values, x.shape), x.dtype)
-    except ValueError:
-        raise Unsupported("x[mask] = values with one value per selected element "
-                          "(their number depends on the data)") from None
-    if accumulate:
-        new = ir.op("add", x, new)
-    return ir.op("where", mask, new, x, dtype=x.dtype)
-
-
 @fn(torch.chunk)
 @method("chunk")
 def _chunk(L, x, chunks, dim=0):

@@ -1,0 +1,112 @@
+"""Writes and adds at indexed positions: ``index_add``, ``index_copy``, ``index_fill``,
+``scatter_add``, ``scatter`` and assignments (``index_put``: ``x[mask] = v`` as a select,
+``x[:, idx] = v`` and ``x[idx] += v`` as a scatter). In-place spellings (``index_add_``) reach
+these through the method table's in-place rule."""
+
+from __future__ import annotations
+
+import torch
+
+from drtriton.compiler import ir
+from drtriton.compiler.kernels.scatter import scatter
+from drtriton.compiler.lower import Lowering, Unsupported
+from drtriton.compiler.lowerings.registry import fn, method
+
+
+def _scattered(L: Lowering, x, dim: int, index, src, per_element: bool,
+               accumulate: bool) -> ir.Load:
+    """``x`` with ``src`` written (or added) along ``dim`` at ``index`` (see ``scatter``)."""
+    x, index, src = L.t(x), L.t(index), L.t(src)
+    if index.dtype.is_floating_point or index.dtype == torch.bool:
+        raise Unsupported(f"an index of dtype {index.dtype}")
+    d = dim % len(x.shape)
+    if per_element:
+        if len(index.shape) != len(x.shape):
+            raise Unsupported("an index of another rank than the tensor")
+        space = index.shape
+    else:
+        if len(index.shape) > 1:
+            raise Unsupported("an index with more than one dim")
+        space = x.shape[:d] + (ir.numel(index.shape),) + x.shape[d + 1:]
+        index = ir.reshape(index, (space[d],)) if index.shape != (space[d],) else index
+        try:
+            src = ir.broadcast_to(src, space)
+        except ValueError:
+            raise Unsupported(f"values of shape {src.shape} for {space} positions") from None
+    out = L.kernel(lambda w, o: scatter(w, x, src, index, d, per_element, accumulate, o),
+                   x.shape, x.dtype)
+    L.flush(out.buf)  # nothing fuses into it: its adds are not its outputs' final values
+    return out
+
+
+@fn(torch.index_add)
+@method("index_add")
+def _index_add(L, x, dim, index, source, alpha=1):
+    source = L.t(source)
+    if alpha != 1:
+        source = ir.op("mul", source, ir.const(alpha))
+    return _scattered(L, x, dim, index, source, per_element=False, accumulate=True)
+
+
+@fn(torch.index_copy)
+@method("index_copy")
+def _index_copy(L, x, dim, index, source):
+    return _scattered(L, x, dim, index, source, per_element=False, accumulate=False)
+
+
+@fn(torch.index_fill)
+@method("index_fill")
+def _index_fill(L, x, dim, index, value):
+    return _scattered(L, x, dim, index, value, per_element=False, accumulate=False)
+
+
+@fn(torch.scatter_add)
+@method("scatter_add")
+def _scatter_add(L, x, dim, index, src):
+    return _scattered(L, x, dim, index, src, per_element=True, accumulate=True)
+
+
+@fn(torch.scatter)
+@method("scatter")
+def _scatter(L, x, dim, index, src=None, value=None, reduce=None):
+    if reduce is not None:
+        raise Unsupported(f"scatter with reduce={reduce!r}")
+    values = src if src is not None else value
+    if isinstance(values, ir.Expr) and values.shape == () or not isinstance(values, ir.Expr):
+        values = ir.broadcast_to(L.t(values), L.t(index).shape)  # one value everywhere
+    return _scattered(L, x, dim, index, values, per_element=True, accumulate=False)
+
+
+@fn(torch.index_put)
+@method("index_put")
+def _index_put(L, x, indices, values, accumulate=False):
+    """``x[mask] = values`` for a boolean ``mask`` over ``x``'s leading dims, as a select
+    (``values`` one value, or one per selected row); ``x[:, idx] = values`` and
+    ``x[idx] += values`` with one integer index tensor as a scatter."""
+    x, values = L.t(x), L.t(values)
+    given = [(d, L.t(i)) for d, i in enumerate(indices) if i is not None]
+    if len(given) != 1:
+        raise Unsupported("assignment through several index tensors at once")
+    d, index = given[0]
+    if index.dtype in (torch.bool, torch.uint8):
+        if d != 0 or tuple(index.shape) != tuple(x.shape[:len(index.shape)]):
+            raise Unsupported("assignment through a mask over other than the leading dims")
+        return _masked_put(x, index, values, accumulate)
+    if len(index.shape) > 1:
+        raise Unsupported("assignment through integer indices with more than one dim")
+    return _scattered(L, x, d, index, values, per_element=False, accumulate=accumulate)
+
+
+def _masked_put(x: ir.Expr, mask: ir.Expr, values: ir.Expr, accumulate: bool) -> ir.Expr:
+    if mask.dtype != torch.bool:
+        mask = ir.op("ne", mask, ir.const(0))
+    k = len(mask.shape)
+    mask = ir.broadcast_to(ir.reshape(mask, mask.shape + (1,) * (len(x.shape) - k)), x.shape)
+    try:
+        new = ir.cast(ir.broadcast_to(values, x.shape), x.dtype)
+    except ValueError:
+        raise Unsupported("x[mask] = values with one value per selected element "
+                          "(their number depends on the data)") from None
+    if accumulate:
+        new = ir.op("add", x, new)
+    return ir.op("where", mask, new, x, dtype=x.dtype)
