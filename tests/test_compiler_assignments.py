@@ -62,6 +62,30 @@ return y
     check(program(body, [(4, 6), (6, 3)]))
 
 
+def test_augmented_assignment_updates_every_name_of_the_tensor():
+    """``out = h; out -= 1`` changes ``h`` too; fx's Proxy has no in-place operators, and the
+    trace once made ``out`` a new tensor (the second output was off by one)."""
+    body = """
+h = torch.relu(a @ b)
+h += 1.0
+out = h
+out -= 1.5
+acc = torch.zeros_like(h)
+first = acc
+for i in range(3):
+    acc += h * i
+return out, h, first
+"""
+    check(program(body, [(4, 6), (6, 3)]), capture="fx")
+
+
+def test_augmented_assignment_into_a_view_of_a_tensor_read_later():
+    body = "y = a * 2\nz = y[:, :2]\nz += 1\nreturn y"
+    with pytest.raises(UnsupportedOperatorError, match="view"):
+        compile_program(program(body, [(3, 4)]), CompilerConfig(device="cpu", capture="fx"))
+    check(program(body, [(3, 4)]))  # the default capture exports it instead
+
+
 @pytest.mark.parametrize("body, reason", [
     ("y = a.clone()\ny[:, ::2] = 0.0\nreturn y", "strided slice"),
     ("y = a.clone()\ny[y > 0] = a[a > 0] * 2\nreturn y", "index"),

@@ -13,6 +13,7 @@ from __future__ import annotations
 import ast
 import functools
 import itertools
+import operator
 import re
 from dataclasses import dataclass, field
 
@@ -220,8 +221,39 @@ def _unassert(graph: fx.Graph, concrete: dict) -> fx.Graph:
     return graph
 
 
+AUGMENTED = "drtriton_augmented"  # node.meta key: the call of an augmented assignment
+_AUGMENTED_OPS = {"__iadd__": operator.add, "__isub__": operator.sub, "__imul__": operator.mul,
+                  "__itruediv__": operator.truediv}
+
+
+def _augmented(op):
+    def method(self, other):
+        proxy = self.tracer.create_proxy("call_function", op, (self, other), {})
+        proxy.node.meta[AUGMENTED] = True
+        return proxy
+    return method
+
+
+def _with_augmented_assignments(cls: type) -> type:
+    """``cls`` with ``h += x`` recorded as ``h + x`` marked as an augmented assignment: fx's
+    Proxy has no in-place operators, so Python rebinds only the one name, and another name of
+    the tensor (``out = h; out -= 1``) would miss the update the tensor gets in PyTorch. The
+    lowering makes the call in place where the tensor is read again (``Lowering.check_inplace``)."""
+    for name, op in _AUGMENTED_OPS.items():
+        setattr(cls, name, _augmented(op))
+    return cls
+
+
+@_with_augmented_assignments
+class _AugmentedProxy(fx.Proxy):
+    pass
+
+
 class _Tracer(fx.Tracer):
     """fx's tracer, keeping as calls only the modules the compiler lowers whole."""
+
+    def proxy(self, node: fx.Node) -> fx.Proxy:
+        return _AugmentedProxy(node, self)
 
     def __init__(self, lowered: frozenset[type] | None) -> None:
         super().__init__(autowrap_functions=kept_functions())
@@ -248,6 +280,7 @@ def _is_leaf(tracer, m: torch.nn.Module, qualname: str, default) -> bool:
 def _shape_tracer_class():
     from torch.fx.experimental.meta_tracer import MetaProxy, MetaTracer
 
+    @_with_augmented_assignments
     class SizedProxy(MetaProxy):
         """MetaProxy, but ``size(0)`` is the size of dim 0 (MetaProxy drops a falsy dim and
         returns every size)."""

@@ -29,7 +29,7 @@ import torch.fx as fx
 import torch.nn.functional as F
 
 from drtriton.compiler import ir, kernels
-from drtriton.compiler.capture import Captured, node_line
+from drtriton.compiler.capture import AUGMENTED, Captured, node_line
 from drtriton.compiler.config import CompilerConfig, Unsupported, UnsupportedOperatorError
 from drtriton.compiler.reduction_plan import Reductions, RowReduction
 from drtriton.compiler.tune import Tuning
@@ -235,7 +235,8 @@ class Lowering(Reductions):
         result (later readers see the update, through the tensor's node and through the results
         of earlier in-place ops on it, as in ``y.mul_(a).add_(b)``). Refused where the tensor
         aliases another one. Returns the tensor's node to rebind, if any."""
-        inplace = node.kwargs.get("inplace") is True
+        augmented = node.meta.get(AUGMENTED, False)
+        inplace = augmented or node.kwargs.get("inplace") is True
         if node.op == "call_module":
             inplace = inplace or getattr(self.cap.gm.get_submodule(node.target), "inplace", False)
         elif node.op == "call_method":
@@ -246,12 +247,28 @@ class Lowering(Reductions):
         first = node.args[0] if node.args else None
         if not inplace or not isinstance(first, fx.Node):
             return None
+        if not isinstance(self.env.get(first), ir.Expr):
+            return None  # a number: Python rebinds the one name, as the trace did
         first = self.same_tensor.get(first, first)
+        if augmented and not self._read_later(node, first):
+            return None  # no other name reads the tensor again: in place or not is the same
         self.same_tensor[node] = first
         aliases = [first] + [u for u in first.users if u is not node and _is_view(u)]
         if _is_view(first) or len(aliases) > 1:
             raise Unsupported("in-place update of a view (aliasing is not modelled)")
         return first
+
+    def _read_later(self, node: fx.Node, tensor: fx.Node) -> bool:
+        """Whether ``tensor``, a name given to it by an earlier in-place call, or a tensor it is
+        a view of is read after ``node``."""
+        names = [tensor] + [n for n, t in self.same_tensor.items() if t is tensor]
+        while names:
+            name = names.pop()
+            if any(self.pos[u] > self.pos[node] for u in name.users):
+                return True
+            if _is_view(name) and name.args and isinstance(name.args[0], fx.Node):
+                names.append(name.args[0])
+        return False
 
     def check(self, node: fx.Node, value):
         meta = node.meta.get("tensor_meta")
