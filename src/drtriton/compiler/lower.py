@@ -158,6 +158,7 @@ class Lowering(Reductions):
         self.launches: list[tuple[int, kernels.Kernel]] = []
         self.shapes: dict[str, tuple[ir.Shape, torch.dtype]] = {}
         self.params: dict[str, str] = {}
+        self.complex_vars: set[str] = set()  # parameters read through torch.view_as_real
         self.nodes = list(cap.gm.graph.nodes)
         self.pos = {n: i for i, n in enumerate(self.nodes)}
         self.cur = 0
@@ -208,15 +209,12 @@ class Lowering(Reductions):
         own = _label(node, self.cap.gm)
         if node.op != "get_attr" and own not in self.cur_labels:
             self.cur_labels.append(own)
+        if any(isinstance(v, Complex) for v in _flat(args, kwargs)):
+            self.labels[node] = self.cur_labels
+            return self.complex_call(node, args, kwargs)
         mutated = self.check_inplace(node)
-        if node.op == "get_attr":
-            value = self.param(node.target)
-        elif node.op == "call_module":
-            value = self.call_module(node, args, kwargs)
-        elif node.op == "call_method":
-            value = self.call_method(node.target, args, kwargs)
-        else:
-            value = self.call_function(node.target, args, kwargs)
+        value = self.param(node.target) if node.op == "get_attr" else self.dispatch(
+            node, args, kwargs)
         value = self.check(node, value)
         if mutated is not None:  # every name of the tensor reads the update
             self.env[mutated] = value
@@ -229,6 +227,38 @@ class Lowering(Reductions):
                 value = self.materialize(value)
                 self.labels[node] = []
         return value
+
+    def dispatch(self, node: fx.Node, args, kwargs):
+        """The lowering of ``node``'s call on lowered ``args``."""
+        if node.op == "call_module":
+            return self.call_module(node, args, kwargs)
+        if node.op == "call_method":
+            return self.call_method(node.target, args, kwargs)
+        return self.call_function(node.target, args, kwargs)
+
+    def complex_call(self, node: fx.Node, args, kwargs):
+        """A call with a complex argument (see ``Complex``)."""
+        if node.op == "call_function" and node.target in COMPLEX_TAKERS:
+            return self.call_function(node.target, args, kwargs)
+        if node.target is getattr and args[1] in ("real", "imag"):
+            return args[0].re if args[1] == "real" else args[0].im
+        op = COMPLEX_ARITHMETIC.get(node.target)
+        if op is not None and not kwargs and len(args) == 2:
+            a, b = (v if isinstance(v, Complex) else Complex(self.t(v), ir.const(0.0))
+                    for v in args)
+            if op != "mul":
+                return Complex(ir.op(op, a.re, b.re), ir.op(op, a.im, b.im))
+            return Complex(ir.op("sub", ir.op("mul", a.re, b.re), ir.op("mul", a.im, b.im)),
+                           ir.op("add", ir.op("mul", a.re, b.im), ir.op("mul", a.im, b.re)))
+        if node.target in ("contiguous", "detach", "clone", torch.clone):
+            return args[0]
+        if _is_view(node):
+            re = self.dispatch(node, _part(args, "re"), _part(kwargs, "re"))
+            im = self.dispatch(node, _part(args, "im"), _part(kwargs, "im"))
+            if isinstance(re, tuple | list):
+                return type(re)(Complex(a, b) for a, b in zip(re, im, strict=True))
+            return Complex(re, im)
+        raise Unsupported("a complex tensor (views, +, -, * and view_as_real take them)")
 
     def check_inplace(self, node: fx.Node) -> fx.Node | None:
         """An in-place op is lowered functionally, then the mutated tensor is rebound to the
@@ -319,12 +349,20 @@ class Lowering(Reductions):
             path = "self" + "".join(
                 f".{p}" if p.isidentifier() else f"[{p}]" for p in target.split(".")
             )
-            self.prog.body.append(f"{var} = {path}.contiguous()")
+            if t.is_complex():  # read as (real, imaginary) pairs along a last dim of 2
+                self.prog.body.append(f"{var} = torch.view_as_real({path}).contiguous()")
+                self.shapes[var] = (tuple(t.shape) + (2,), t.real.dtype)
+                self.complex_vars.add(var)
+            else:
+                self.prog.body.append(f"{var} = {path}.contiguous()")
+                self.shapes[var] = (tuple(t.shape), t.dtype)
             self.params[target] = var
-            self.shapes[var] = (tuple(t.shape), t.dtype)
             self.emitted.add(var)
         shape, dtype = self.shapes[var]
-        return ir.Load(shape, dtype, var, ir.contiguous_strides(shape), 0)
+        load = ir.Load(shape, dtype, var, ir.contiguous_strides(shape), 0)
+        if var in self.complex_vars:
+            return Complex(select_last(load, 0), select_last(load, 1))
+        return load
 
     def _traced_constant(self, target: str, t: torch.Tensor) -> ir.Expr:
         """A tensor the trace made from constants in ``forward`` (``torch.arange(8)``, a literal
@@ -563,6 +601,9 @@ class Lowering(Reductions):
         self.cur_args = []
         for i, (src, v) in enumerate(zip(srcs, vals, strict=True)):
             line, text = node_line(src, self.cap.lines) if isinstance(src, fx.Node) else (0, "")
+            if isinstance(v, Complex):
+                raise UnsupportedOperatorError(_label(src, self.cap.gm), line, text,
+                                               "a complex output (view_as_real of it converts)")
             if isinstance(v, Missing):
                 raise UnsupportedOperatorError(
                     _label(src, self.cap.gm), line, text, f"returns {v.what}"
@@ -697,6 +738,39 @@ class Lowering(Reductions):
 def _contig(shape: ir.Shape, strides: tuple[int, ...]) -> bool:
     want = ir.contiguous_strides(shape)
     return all(s == w for s, w, n in zip(strides, want, shape, strict=True) if n != 1)
+
+
+@dataclass(frozen=True)
+class Complex:
+    """A complex tensor as its real and imaginary parts, two real expressions of one shape:
+    what complex code (a rotary embedding by complex products) holds between
+    ``view_as_complex`` and ``view_as_real``. Views apply to both parts; ``+``, ``-`` and ``*``
+    follow their rules; every other op refuses it."""
+
+    re: ir.Expr
+    im: ir.Expr
+
+    @property
+    def shape(self) -> ir.Shape:
+        return self.re.shape
+
+
+def select_last(x: ir.Expr, k: int) -> ir.Expr:
+    """``x[..., k]`` as a lazy view."""
+    maps = tuple((d, 0, 1) for d in range(len(x.shape) - 1)) + ((-1, k, 0),)
+    return ir.view(x, x.shape[:-1], maps)
+
+
+COMPLEX_ARITHMETIC = {operator.add: "add", torch.add: "add", "add": "add",
+                      operator.sub: "sub", torch.sub: "sub", "sub": "sub",
+                      operator.mul: "mul", torch.mul: "mul", "mul": "mul"}
+COMPLEX_TAKERS = {torch.view_as_real}  # lowerings of their own that take complex values
+
+
+def _part(value, which: str):
+    """``value`` (nested args) with each complex value replaced by its ``re`` or ``im`` part."""
+    return fx.node.map_aggregate(
+        value, lambda v: getattr(v, which) if isinstance(v, Complex) else v)
 
 
 VIEW_METHODS = {"view", "reshape", "view_as", "reshape_as", "transpose", "permute", "t", "squeeze",

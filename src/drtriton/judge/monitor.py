@@ -36,7 +36,7 @@ ALLOWED_OPS = frozenset(
     resize_ split split_with_sizes chunk unbind narrow flatten unflatten view_as movedim
     sym_size sym_stride sym_numel sym_storage_offset is_contiguous size stride numel dim
     record_stream set_ _local_scalar_dense_meta is_same_size is_nonzero_meta
-    resolve_conj resolve_neg lift_fresh_copy
+    resolve_conj resolve_neg lift_fresh_copy view_as_real view_as_complex
     """.split()
 )
 # Ops that copy; they count as compute when they change the dtype (reduced precision).

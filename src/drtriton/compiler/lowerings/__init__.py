@@ -6,6 +6,7 @@ Importing this package fills the dispatch tables in ``lower``, one module per fa
 """
 
 from drtriton.compiler.lowerings import (
+    complex_ops,
     einops_ops,
     elementwise,
     layers,
@@ -20,6 +21,6 @@ from drtriton.compiler.lowerings import (
 )
 
 __all__ = [
-    "einops_ops", "elementwise", "layers", "losses", "made", "modules", "recurrent",
+    "complex_ops", "einops_ops", "elementwise", "layers", "losses", "made", "modules", "recurrent",
     "reductions", "resample", "scatter", "views",
 ]
