@@ -12,7 +12,8 @@ os.environ.setdefault("TRITON_INTERPRET", "1")
 
 import pytest  # noqa: E402
 
-from compiler_cases.harness import check  # noqa: E402
+from compiler_cases.harness import check, program  # noqa: E402
+from drtriton.compiler import CompilerConfig, UnsupportedOperatorError, compile_program  # noqa: E402,I001
 
 INDEXING = '''
 import torch
@@ -101,3 +102,25 @@ PROGRAMS = {"index_tensors": INDEXING, "embedding_bags": BAGS, "cumulative_indic
 @pytest.mark.parametrize("name", sorted(PROGRAMS))
 def test_matches_pytorch(name, mode):
     check(PROGRAMS[name], mode, atol=1e-5, rtol=1e-5)
+
+
+@pytest.mark.parametrize("key", ["[:, [0, 2]]", "[:, [3, 0, -1]]", "[[1], 1:]", "[..., [2, 2, 4]]"])
+def test_a_literal_list_index(key):
+    """``x[:, [0, 2]]``: evenly stepping entries are a strided slice, others one-wide slices
+    concatenated (repeats and negative entries as PyTorch reads them)."""
+    check(program(f"return a{key} * 2", [(4, 6)]))
+
+
+def test_counts_of_true_elements_and_any_all():
+    body = """
+m = (a > 0) & ~(a > 1) | (a < -1)
+return m.sum(1), m.sum(), m.any(1), m.all(0), torch.any(m), (a > 5).all()
+"""
+    check(program(body, [(5, 4)]))
+
+
+def test_a_sum_of_integers_is_refused_in_one_line():
+    with pytest.raises(UnsupportedOperatorError, match="sum of torch.int64") as err:
+        compile_program(program("return (a * 10).long().sum(1)", [(3, 4)]),
+                        CompilerConfig(device="cpu"))
+    assert err.value.line > 0

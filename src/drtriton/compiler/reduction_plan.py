@@ -10,6 +10,7 @@ it uses.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 import torch
@@ -48,6 +49,9 @@ def _pair(pairs: ir.Load, k: int) -> ir.Load:
     return ir.Load(pairs.shape[:-1], pairs.dtype, pairs.buf, pairs.strides[:-1], k)
 
 
+EXACT_FLOAT_COUNT = 1 << 24  # float32 holds every integer up to this exactly
+
+
 @dataclass(frozen=True)
 class RowReduction:
     """What a pending one-kernel reduction reduces: ``kernels.rowwise``'s arguments, kept so an
@@ -82,6 +86,11 @@ class Reductions:
         kept = tuple(s for d, s in enumerate(x.shape) if d not in dims)
         dtype = torch.int64 if kind in ("argmax", "argmin") else (
             x.dtype if ir.is_float(x.dtype) else torch.float32)
+        count = math.prod(x.shape[d] for d in dims)
+        if kind == "sum" and x.dtype == torch.bool and count <= EXACT_FLOAT_COUNT:
+            # a count of true elements: every partial sum is an integer below 2**24, exact in
+            # the float32 accumulators; the node's int64 dtype is restored by the caller
+            x, dtype = ir.cast(x, torch.float32), torch.float32
         if kind in ("sum", "amax", "amin", "logsumexp") and not ir.is_float(x.dtype):
             raise Unsupported(f"{kind} of {x.dtype}")
         x = self._unfold_normalised(x)

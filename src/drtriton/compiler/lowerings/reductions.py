@@ -33,6 +33,23 @@ fn(torch.amin)(_reduction("amin"))
 method("amin")(_reduction("amin"))
 
 
+def _logical(kind):
+    """``any`` (``all``): the largest (smallest) truth value, 1.0 or 0.0, above zero."""
+    def h(L, x, dim=None, keepdim=False):
+        truth = ir.cast(ir.op("ne", L.t(x), ir.const(0)), torch.float32)
+        if isinstance(dim, list):
+            dim = tuple(dim)
+        return ir.op("gt", L.reduce(kind, truth, dim, keepdim), ir.const(0.0))
+
+    return h
+
+
+fn(torch.any)(_logical("amax"))
+method("any")(_logical("amax"))
+fn(torch.all)(_logical("amin"))
+method("all")(_logical("amin"))
+
+
 def _arg_reduction(kind):
     def h(L, x, dim=None, keepdim=False):
         x = L.t(x)

@@ -267,6 +267,9 @@ def _index(x: ir.Expr, key, L=None) -> ir.Expr:
         if L is None:
             raise Unsupported("tensor indexing")
         return _advanced(L, x, key)
+    lists = [d for d, k in enumerate(key) if isinstance(k, list)]
+    if lists:
+        return _list_index(x, key, lists)
     n_real = sum(1 for k in key if k is not None and k is not Ellipsis)
     if Ellipsis in key:
         i = key.index(Ellipsis)
@@ -291,6 +294,36 @@ def _index(x: ir.Expr, key, L=None) -> ir.Expr:
             raise Unsupported(f"index {k!r}")
         d += 1
     return ir.view(x, tuple(shape), tuple(maps))
+
+
+MAX_LIST_INDEX = 64  # entries of a literal list index, each a one-wide slice concatenated
+
+
+def _list_index(x: ir.Expr, key: tuple, lists: list[int]) -> ir.Expr:
+    """``x[:, [0, 2]]``: one literal list of ints, the other keys slices (``:``, ``...``): a
+    strided slice where the entries step evenly, else their one-wide slices concatenated."""
+    if Ellipsis in key:
+        i = key.index(Ellipsis)
+        key = key[:i] + (slice(None),) * (len(x.shape) - len(key) + 1) + key[i + 1:]
+    lists = [j for j, k in enumerate(key) if isinstance(k, list)]
+    d = lists[0] if len(lists) == 1 else -1
+    entries = key[d] if d >= 0 else None
+    if d < 0 or not all(isinstance(k, slice) for j, k in enumerate(key) if j != d) or not (
+            entries and all(isinstance(e, int) and not isinstance(e, bool) for e in entries)):
+        raise Unsupported(f"index {key!r} (one list of ints, with slices elsewhere, is lowered)")
+    size = x.shape[d]
+    if not all(-size <= e < size for e in entries):
+        raise Unsupported("index out of range")
+    at = [e % size for e in entries]
+    step = at[1] - at[0] if len(at) > 1 else 1
+    if step > 0 and at == list(range(at[0], at[-1] + 1, step)):
+        return _index(x, key[:d] + (slice(at[0], at[-1] + 1, step),) + key[d + 1:])
+    if len(at) > MAX_LIST_INDEX:
+        raise Unsupported(f"a list index of {len(at)} entries (at most {MAX_LIST_INDEX})")
+    parts = [_index(x, key[:d] + (slice(e, e + 1),) + key[d + 1:]) for e in at]
+    offsets = [sum(p.shape[d] for p in parts[:i]) for i in range(len(parts))]
+    shape = parts[0].shape[:d] + (len(parts),) + parts[0].shape[d + 1:]
+    return ir.Cat(shape, x.dtype, tuple(parts), d, tuple(offsets))
 
 
 def _advanced(L, x: ir.Expr, key: tuple) -> ir.Expr:
