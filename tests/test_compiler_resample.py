@@ -108,6 +108,17 @@ def test_linear_1d_and_trilinear_3d(align):
     check(interp(f"size=(3, 5, 2), mode='trilinear', align_corners={align}", (1, 2, 2, 4, 3)))
 
 
+@pytest.mark.parametrize("align", [False, True])
+@pytest.mark.parametrize("args", ["scale_factor=2", "scale_factor=1.7", "size=(9, 11)",
+                                  "size=(2, 3)", "scale_factor=(0.5, 2.5)", "size=(1, 4)"])
+def test_bicubic(args, align):
+    """Four taps per dim with Keys' cubic weights (a = -0.75), the coordinate unclamped and the
+    taps clamped to the input, as PyTorch computes it."""
+    candidate = check(interp(f"{args}, mode='bicubic', align_corners={align}"),
+                      atol=1e-5, rtol=1e-5)
+    assert "torch.nn.functional" not in candidate
+
+
 def test_bilinear_from_one_pixel_is_a_broadcast():
     # DeepLab's image-pooling branch: 1 x 1 to the feature size; both neighbours are the one
     # pixel, so no kernel of its own (the add reads a broadcast view)
@@ -146,7 +157,6 @@ def test_upsample_modules(init):
 
 
 @pytest.mark.parametrize("args, reason", [
-    ("scale_factor=2, mode='bicubic', align_corners=False", "bicubic"),
     ("size=(2, 3), mode='bilinear', antialias=True", "antialias"),
     ("scale_factor=(1.1, 2), mode='nearest'", "keeps size 4"),  # 4 -> 4, scale not 1
     ("scale_factor=(2, 2.1), mode='nearest'", "doubles size 5"),  # 5 -> 10, scale not 2
@@ -163,10 +173,10 @@ def test_unsupported_interpolations_name_the_operator(args, reason):
 
 def test_unsupported_upsample_module_names_the_module():
     src = program("return self.up(a)", [X4],
-                  init="self.up = nn.Upsample(scale_factor=2, mode='bicubic')")
+                  init="self.up = nn.Upsample(scale_factor=(1.1, 2), mode='nearest')")
     with pytest.raises(UnsupportedOperatorError, match="nn.Upsample") as info:
         compile_program(src, CompilerConfig(device="cpu"))
-    assert "bicubic" in info.value.reason
+    assert "keeps size 4" in info.value.reason
 
 
 # ---------------------------------------------------------------- pixel shuffle

@@ -27,7 +27,8 @@ class Axis:
       ``linear_ac`` for align_corners).
 
     ``two``: two taps blended by ``lam`` (a linear rule whose neighbours differ somewhere with a
-    non-zero weight); otherwise the one tap ``src``."""
+    non-zero weight); ``cubic``: the four taps around the source coordinate (rule ``cubic`` or
+    ``cubic_ac``, always computed in the kernel); otherwise the one tap ``src``."""
 
     n_in: int
     n_out: int
@@ -39,6 +40,7 @@ class Axis:
     form: str
     two: bool
     k: int = 0
+    cubic: bool = False  # four taps with cubic-convolution weights (``bicubic``)
 
 
 def resample_kernel(w: Writer, x: ir.Expr, axes: tuple[Axis, ...], shape: ir.Shape, out: str,
@@ -59,8 +61,7 @@ def resample_kernel(w: Writer, x: ir.Expr, axes: tuple[Axis, ...], shape: ir.Sha
         vals = [(blend(j + 1, [*pos, i]), wt) for i, wt in taps[j]]
         if len(vals) == 1:
             return vals[0][0]
-        (a, l0), (b, l1) = vals
-        return w.tmp(f"{l0} * {a} + {l1} * {b}", "v")
+        return w.tmp(" + ".join(f"{wt} * {v}" for v, wt in vals), "v")
 
     w.store(out, "offs", blend(0, []), "mask", shape)
     reads = n * math.prod(len(t) for t in taps)
@@ -71,6 +72,8 @@ def _taps(w: Writer, a: Axis, o: str, itype: str) -> list[tuple[str, str | None]
     """(index, weight) of each tap of output index ``o`` along axis ``a`` (weight None: one tap).
     The float32 formulas are those ``lowerings.resample._emulate`` mirrors, operation for
     operation."""
+    if a.cubic:
+        return _cubic_taps(w, a, o, itype)
     if o == "0":  # a single output index: the emulated values themselves
         if a.two and a.src1[0] != a.src[0] and a.lam[0]:
             return [(str(a.src[0]), repr(1.0 - a.lam[0])), (str(a.src1[0]), repr(a.lam[0]))]
@@ -95,3 +98,25 @@ def _taps(w: Writer, a: Axis, o: str, itype: str) -> list[tuple[str, str | None]
     l1 = w.tmp(f"tl.minimum(tl.maximum({r} - {i0}.to(tl.float32), 0.0), 1.0)", "l")
     l0 = w.tmp(f"1.0 - {l1}", "l")
     return [(i0, l0), (i1, l1)]
+
+
+CUBIC_A = -0.75  # PyTorch's (and OpenCV's) cubic convolution coefficient
+
+
+def _cubic_taps(w: Writer, a: Axis, o: str, itype: str) -> list[tuple[str, str]]:
+    """PyTorch's bicubic: source coordinate ``scale * o`` (align_corners) or
+    ``scale * (o + 0.5) - 0.5``, not clamped; taps ``floor - 1 .. floor + 2`` clamped to the
+    input; weights of Keys' cubic convolution at the distances ``t + 1, t, 1 - t, 2 - t``."""
+    of, s, top, c = ("0.0" if o == "0" else f"{o}.to(tl.float32)"), repr(a.scale), a.n_in - 1, \
+        CUBIC_A
+    r = w.tmp(f"{s} * {of}" if a.rule == "cubic_ac" else f"{s} * ({of} + 0.5) - 0.5", "r")
+    floor = w.tmp(f"tl.floor({r})", "r")
+    i0 = w.tmp(f"{floor}.to({itype})", "s")
+    t = w.tmp(f"{r} - {floor}", "l")
+    far = f"(({c} * {{x}} - {5 * c}) * {{x}} + {8 * c}) * {{x}} - {4 * c}"  # 1 < |x| < 2
+    near = f"(({c + 2} * {{x}} - {c + 3}) * {{x}}) * {{x}} + 1.0"  # |x| <= 1
+    weights = [w.tmp(far.format(x=f"({t} + 1.0)"), "l"), w.tmp(near.format(x=t), "l"),
+               w.tmp(near.format(x=f"(1.0 - {t})"), "l"),
+               w.tmp(far.format(x=f"(2.0 - {t})"), "l")]
+    taps = [w.tmp(f"tl.minimum(tl.maximum({i0} + {k - 1}, 0), {top})", "s") for k in range(4)]
+    return list(zip(taps, weights, strict=True))

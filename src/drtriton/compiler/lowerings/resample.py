@@ -162,8 +162,11 @@ def _scale(align: bool, n_in: int, n_out: int, scale: float | None) -> np.float3
 def plan_axis(mode: str, align: bool, n_in: int, n_out: int, scale: float | None) -> Axis:
     """The source indices of one spatial dim (``scale``: the scale factor PyTorch's kernel gets,
     None when it derives it from the sizes) and the cheapest exact way to compute them."""
-    rule = mode if mode in NEAREST else ("linear_ac" if align else "linear")
     s = _scale(align, n_in, n_out, scale)
+    if mode == "bicubic":
+        return Axis(n_in, n_out, "cubic_ac" if align else "cubic", float(s), (), (), (),
+                    "formula", False, cubic=True)
+    rule = mode if mode in NEAREST else ("linear_ac" if align else "linear")
     src, src1, lam = _emulate(rule, s, n_in, n_out)
     _check_shortcuts(mode, n_in, n_out, src, lam)
     single = all(a == b or w == 0 for a, b, w in zip(src, src1, lam, strict=True))
@@ -232,7 +235,9 @@ def interpolate(L: Lowering, x: ir.Expr, size: int | tuple[int, ...] | None = No
         raise Unsupported("interpolate with antialias=True")
     if mode in LINEAR and LINEAR[mode] != nsp:
         raise Unsupported(f"mode={mode!r} on a {len(x.shape)}-D input")
-    if mode not in NEAREST and mode not in LINEAR and mode != "area":
+    if mode == "bicubic" and nsp != 2:
+        raise Unsupported(f"mode='bicubic' on a {len(x.shape)}-D input")
+    if mode not in NEAREST and mode not in LINEAR and mode not in ("area", "bicubic"):
         raise Unsupported(f"interpolate mode={mode!r}")
     if mode in NEAREST and align_corners:
         raise Unsupported("align_corners with a nearest mode")
@@ -240,7 +245,7 @@ def interpolate(L: Lowering, x: ir.Expr, size: int | tuple[int, ...] | None = No
     outs, scales = _sizes(ins, size, scale_factor, recompute_scale_factor or mode == "area")
     if mode == "area":  # PyTorch's own definition: adaptive average pooling to the sizes
         return adaptive_avg(L, nsp, x, outs)
-    if mode in LINEAR:
+    if mode in LINEAR or mode == "bicubic":
         x = _f(x)
     axes = tuple(plan_axis(mode, bool(align_corners), i, o, s)
                  for i, o, s in zip(ins, outs, scales, strict=True))
@@ -270,7 +275,7 @@ def _as_view(x: ir.Expr, axes: tuple[Axis, ...]) -> ir.Expr:
 def _gather(L: Lowering, x: ir.Expr, axes: tuple[Axis, ...]) -> ir.Load:
     lead = x.shape[: len(x.shape) - len(axes)]
     shape = lead + tuple(a.n_out for a in axes)
-    taps = math.prod(2 if a.two else 1 for a in axes)
+    taps = math.prod(4 if a.cubic else 2 if a.two else 1 for a in axes)
     x = reread_input(L, x, ir.numel(shape) * taps / max(1, ir.numel(x.shape)))
     L.flush_expr(x)
     big = max([ir.numel(shape)] + [ir.numel(L.shapes[b][0]) for b in ir.buffers_of(x)])
