@@ -217,3 +217,64 @@ def test_roll_there_and_back_is_identity():
     src = program("y = torch.roll(a, shifts=(-1, -2), dims=(1, 2))\n"
                   "return torch.roll(y + 1, shifts=(1, 2), dims=(1, 2))", [(2, 4, 6, 3)])
     assert kernels_in(check(src)) == 1
+
+
+# ---------------------------------------------------------------- affine_grid, grid_sample
+
+STN = """
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+
+class Model(nn.Module):
+    \"\"\"A spatial transformer's sampler: an affine grid from predicted parameters, then the
+    input read at it.\"\"\"
+
+    def __init__(self):
+        super().__init__()
+        self.loc = nn.Linear(3 * 6 * 7, 6)
+
+    def forward(self, x):
+        theta = self.loc(x.flatten(1)).view(-1, 2, 3) * 0.5 + torch.tensor(
+            [[1.2, 0.1, 0.3], [-0.2, 0.9, -0.4]], device=x.device)
+        grid = F.affine_grid(theta, [x.size(0), 3, OUT], align_corners=ALIGN)
+        return F.grid_sample(x, grid, padding_mode=PAD, align_corners=ALIGN)
+
+
+def get_inputs():
+    return [torch.randn(2, 3, 6, 7)]
+
+
+def get_init_inputs():
+    return []
+"""
+
+
+@pytest.mark.parametrize("align", [False, True])
+@pytest.mark.parametrize("pad", ["zeros", "border"])
+@pytest.mark.parametrize("out", ["6, 7", "4, 9"])
+def test_affine_grid_and_grid_sample(align, pad, out):
+    """Grid points past the border (a scale above 1, a shift) read zeros or the border."""
+    check(STN.replace("OUT", out).replace("ALIGN", str(align)).replace("PAD", repr(pad)),
+          atol=1e-5, rtol=1e-5)
+
+
+def test_backward_warp_by_a_flow_field():
+    body = """
+n, _, h, w = a.shape
+ys, xs = torch.meshgrid(torch.arange(h, device=a.device), torch.arange(w, device=a.device),
+                        indexing="ij")
+gx = 2.0 * (xs[None] + b[:, 0]) / (w - 1) - 1.0
+gy = 2.0 * (ys[None] + b[:, 1]) / (h - 1) - 1.0
+return F.grid_sample(a, torch.stack((gx, gy), dim=-1), align_corners=True)
+"""
+    check(program(body, [(2, 3, 5, 6), (2, 2, 5, 6)]), atol=1e-5, rtol=1e-5)
+
+
+def test_grid_sample_modes_not_lowered_are_refused():
+    src = program("return F.grid_sample(a, b, mode='nearest', align_corners=False)",
+                  [(1, 2, 4, 4), (1, 3, 3, 2)])
+    with pytest.raises(UnsupportedOperatorError, match="nearest") as info:
+        compile_program(src, CompilerConfig(device="cpu"))
+    assert info.value.line > 0

@@ -32,7 +32,7 @@ from drtriton.compiler.kernels.resample import Axis, Indices, Weights, resample_
 from drtriton.compiler.lower import Lowering, Unsupported
 from drtriton.compiler.lowerings.layers import adaptive_avg, reread_input
 from drtriton.compiler.lowerings.registry import _f, fn, method, module
-from drtriton.compiler.lowerings.views import _cat, _index
+from drtriton.compiler.lowerings.views import _cat, _index, take
 
 # ------------------------------------------------------------------ pixel shuffle
 
@@ -305,3 +305,85 @@ def _upsample_bilinear(L, input, size=None, scale_factor=None):
 def _m_upsample(L, m, p, x):
     return interpolate(L, x, m.size, m.scale_factor, m.mode, m.align_corners,
                        m.recompute_scale_factor)
+
+
+# ------------------------------------------------------------------ affine_grid, grid_sample
+
+
+def _normalised_line(n: int, align: bool) -> ir.Expr:
+    """PyTorch's ``linspace_from_neg_one``: n points across [-1, 1] (pixel centres without
+    ``align_corners``)."""
+    if n <= 1:
+        return ir.arange(1, 0.0, 0.0, torch.float32)
+    if align:
+        return ir.arange(n, -1.0, 2.0 / (n - 1), torch.float32)
+    return ir.arange(n, -(n - 1) / n, 2.0 / n, torch.float32)
+
+
+@fn(F.affine_grid)
+def _affine_grid(L, theta, size, align_corners=None):
+    """The sampling grid of a batch of 2-D affine maps: ``theta[n] @ (x, y, 1)`` at every
+    output pixel's normalised coordinates, (N, H, W, 2)."""
+    theta = L.t(theta)
+    if len(size) != 4 or tuple(theta.shape) != (size[0], 2, 3):
+        raise Unsupported("affine_grid of a volume (a 5-D size)")
+    n, _, h, w = size
+    xs = ir.reshape(_normalised_line(w, bool(align_corners)), (1, 1, w))
+    ys = ir.reshape(_normalised_line(h, bool(align_corners)), (1, h, 1))
+
+    def row(r: int) -> ir.Expr:
+        t = [ir.reshape(_index(theta, (slice(None), r, c)), (n, 1, 1)) for c in range(3)]
+        return ir.op("add", ir.op("add", ir.op("mul", xs, t[0]), ir.op("mul", ys, t[1])), t[2])
+
+    parts = tuple(ir.reshape(row(r), (n, h, w, 1)) for r in range(2))
+    return ir.Cat((n, h, w, 2), torch.float32, parts, 3, (0, 1))
+
+
+@fn(F.grid_sample)
+def _grid_sample(L, input, grid, mode="bilinear", padding_mode="zeros", align_corners=None):
+    """``input`` (N, C, H, W) read at ``grid``'s normalised (x, y) points, bilinear: four
+    gathers of the flattened input, weighted; taps outside the input read 0 (``zeros``), or the
+    coordinates are clamped to it first (``border``)."""
+    x, grid = _f(L.t(input)), L.t(grid)
+    if len(x.shape) != 4:
+        raise Unsupported("grid_sample of a volume (5-D input)")
+    if mode != "bilinear" or padding_mode not in ("zeros", "border"):
+        raise Unsupported(f"grid_sample with mode={mode!r}, padding_mode={padding_mode!r} "
+                          "(bilinear with zeros or border is lowered)")
+    n, c, h_in, w_in = x.shape
+    _, h, w, _ = grid.shape
+    coords = []
+    for k, size in ((0, w_in), (1, h_in)):
+        g = _index(grid, (slice(None), slice(None), slice(None), k))
+        if align_corners:
+            u = ir.op("mul", ir.op("div", ir.op("add", g, ir.const(1.0)), ir.const(2.0)),
+                      ir.const(float(size - 1)))
+        else:
+            u = ir.op("div", ir.op("sub", ir.op("mul", ir.op("add", g, ir.const(1.0)),
+                                                ir.const(float(size))), ir.const(1.0)),
+                      ir.const(2.0))
+        if padding_mode == "border":
+            u = ir.op("minimum", ir.op("maximum", u, ir.const(0.0)), ir.const(float(size - 1)))
+        coords.append(u)
+    (ix, iy) = coords
+    x0, y0 = ir.op("floor", ix), ir.op("floor", iy)
+    fx, fy = ir.op("sub", ix, x0), ir.op("sub", iy, y0)
+    flat = ir.reshape(x, (n, c, h_in * w_in))
+    out = None
+    for dy in (0, 1):
+        for dx in (0, 1):
+            xi = ir.cast(ir.op("add", x0, ir.const(float(dx))), torch.int64)
+            yi = ir.cast(ir.op("add", y0, ir.const(float(dy))), torch.int64)
+            inside = ir.op("and", ir.op("and", ir.op("ge", xi, ir.const(0)),
+                                        ir.op("lt", xi, ir.const(w_in))),
+                           ir.op("and", ir.op("ge", yi, ir.const(0)),
+                                 ir.op("lt", yi, ir.const(h_in))))
+            lin = ir.op("where", inside, ir.op("add", ir.op("mul", yi, ir.const(w_in)), xi),
+                        ir.const(-1), dtype=torch.int64)  # -1: the gather reads nothing
+            wx = fx if dx else ir.op("sub", ir.const(1.0), fx)
+            wy = fy if dy else ir.op("sub", ir.const(1.0), fy)
+            index = ir.broadcast_to(ir.reshape(lin, (n, 1, h * w)), (n, c, h * w))
+            tap = ir.op("mul", ir.reshape(ir.op("mul", wx, wy), (n, 1, h * w)),
+                        take(L, flat, 2, index))
+            out = tap if out is None else ir.op("add", out, tap)
+    return ir.reshape(out, (n, c, h, w))
