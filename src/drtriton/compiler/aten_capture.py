@@ -100,11 +100,15 @@ def _quiet():
 def _export_on_meta(model: torch.nn.Module, module) -> tuple[torch.export.ExportedProgram, list]:
     """The export and the inputs it used: meta copies of the model and of ``get_inputs()``
     where that works (GPU-scale inputs took tens of seconds and GBs to draw on the CPU), else
-    the real ones (a forward mixing its input with a tensor it makes on the CPU)."""
+    the real ones (a forward mixing its input with a tensor it makes on the CPU, or making a
+    tensor from literals: on meta its values are lost)."""
     inputs = meta_inputs(module)
     if inputs is not None:
         try:
-            return _export(copy.deepcopy(model).to("meta"), inputs), inputs
+            program = _export(copy.deepcopy(model).to("meta"), inputs)
+            if not any(isinstance(t, torch.Tensor) and t.is_meta
+                       for t in program.constants.values()):
+                return program, inputs
         except UnsupportedOperatorError:
             pass
     inputs = list(module.get_inputs())
@@ -443,6 +447,13 @@ ADAPTERS: dict[str, Callable[[dict], Call | None]] = {
     # a functional copy into ``self``: ``src`` broadcast to its shape (the node's own dtype
     # casts it); what an assignment into a slice (``out[:, 0] = 0``) leaves after export
     "copy": lambda named: ("call_method", "expand_as", (named["src"], named["self"]), {}, False),
+    "affine_grid_generator": lambda named: _call_of(
+        F.affine_grid, named["theta"], named["size"], align_corners=named["align_corners"]),
+    "grid_sampler_2d": lambda named: _call_of(
+        F.grid_sample, named["input"], named["grid"],
+        mode=("bilinear", "nearest", "bicubic")[named["interpolation_mode"]],
+        padding_mode=("zeros", "border", "reflection")[named["padding_mode"]],
+        align_corners=named["align_corners"]),
     "bitwise_and": lambda named: _call_of(operator.and_, named["self"], named["other"]),
     "bitwise_or": lambda named: _call_of(operator.or_, named["self"], named["other"]),
     "convolution": _convolution,
