@@ -124,3 +124,31 @@ def test_a_sum_of_integers_is_refused_in_one_line():
         compile_program(program("return (a * 10).long().sum(1)", [(3, 4)]),
                         CompilerConfig(device="cpu"))
     assert err.value.line > 0
+
+
+BUCKETS = """
+import torch
+import torch.nn as nn
+
+
+class Model(nn.Module):
+    def forward(self, x, edges, rows, queries):
+        x = torch.round(x * 2) / 2  # values on the edges too: the sides differ there
+        return (torch.bucketize(x, edges), torch.bucketize(x, edges, right=True),
+                torch.bucketize(x, edges, out_int32=True),
+                torch.searchsorted(edges, x), torch.searchsorted(edges, x, side="right"),
+                torch.searchsorted(rows, queries))
+
+
+def get_inputs():
+    rows = torch.sort(torch.randn(3, 7), dim=1).values
+    return [torch.randn(4, 6), torch.linspace(-1, 1, 5), rows, torch.randn(3, 4)]
+
+
+def get_init_inputs():
+    return []
+"""
+
+
+def test_bucketize_and_searchsorted_count_the_boundaries_below():
+    check(BUCKETS)

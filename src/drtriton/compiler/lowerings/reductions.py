@@ -357,3 +357,40 @@ def _instance_norm(L, x, running_mean=None, running_var=None, weight=None, bias=
     if not use_input_stats:
         return batch_norm(L, x, running_mean, running_var, weight, bias, False, eps)
     return instance_norm(L, x, weight, bias, eps)
+
+
+# ------------------------------------------------------------------ bucketize, searchsorted
+
+
+def _count_below(L, boundaries: ir.Expr, values: ir.Expr, right: bool, out_int32: bool):
+    """For each value, how many boundaries lie below it (``<``; ``<=`` when ``right``): its
+    bucket, a count of true comparisons over the boundaries' last dim."""
+    below = ir.op("le" if right else "lt", boundaries, values)
+    counts = L.reduce("sum", below, len(below.shape) - 1)
+    return ir.cast(counts, torch.int32 if out_int32 else torch.int64)
+
+
+@fn(torch.bucketize)
+def _bucketize(L, input, boundaries, *, out_int32=False, right=False, out=None):
+    x, edges = L.t(input), L.t(boundaries)
+    if len(edges.shape) != 1:
+        raise Unsupported("bucketize with boundaries of more than one dim")
+    values = ir.reshape(x, x.shape + (1,))
+    return _count_below(L, ir.reshape(edges, (1,) * len(x.shape) + edges.shape), values,
+                        right, out_int32)
+
+
+@fn(torch.searchsorted)
+def _searchsorted(L, sorted_sequence, input, *, out_int32=False, right=False, side=None,
+                  sorter=None, out=None):
+    if sorter is not None:
+        raise Unsupported("searchsorted with a sorter")
+    seq, x = L.t(sorted_sequence), L.t(input)
+    right = right or side == "right"
+    if len(seq.shape) == 1:
+        return _bucketize(L, x, seq, out_int32=out_int32, right=right)
+    if seq.shape[:-1] != x.shape[:-1]:
+        raise Unsupported("searchsorted whose sequences and values differ in leading dims")
+    lead = seq.shape[:-1]
+    boundaries = ir.reshape(seq, lead + (1, seq.shape[-1]))
+    return _count_below(L, boundaries, ir.reshape(x, x.shape + (1,)), right, out_int32)
