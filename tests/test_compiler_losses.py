@@ -202,3 +202,34 @@ def test_hinge_embedding_loss_and_pairwise_distance():
         "self.hinge(x, t[:, None].expand(-1, 8))",
         "y = torch.randint(0, 2, (10,)).float() * 2 - 1\nreturn [torch.randn(10, 8), y]",
         init="self.hinge = nn.HingeEmbeddingLoss(reduction='sum')"))
+
+
+LIKELIHOODS = """
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+
+class Model(nn.Module):
+    def forward(self, x, y, counts, var, labels):
+        return (F.soft_margin_loss(x, torch.sign(y)),
+                F.multilabel_soft_margin_loss(x, labels),
+                F.poisson_nll_loss(x, counts),
+                F.poisson_nll_loss(x.abs() + 0.1, counts, log_input=False, full=True),
+                F.gaussian_nll_loss(x, y, var),
+                F.gaussian_nll_loss(x, y, var[:, :1], full=True, reduction="sum"),
+                F.gaussian_nll_loss(x, y, var[:, 0], reduction="none"))
+
+
+def get_inputs():
+    return [torch.randn(6, 5), torch.randn(6, 5), torch.poisson(torch.rand(6, 5) * 4),
+            torch.rand(6, 5) + 0.05, torch.randint(0, 2, (6, 5)).float()]
+
+
+def get_init_inputs():
+    return []
+"""
+
+
+def test_likelihood_losses():
+    check(LIKELIHOODS, atol=1e-5, rtol=1e-5)

@@ -108,3 +108,28 @@ def test_rrelu_in_training_mode_is_refused(capture):
     src = program("return F.rrelu(a, training=True)", [(4, 5)])
     with pytest.raises(UnsupportedOperatorError, match="random"):
         compile_program(src, CompilerConfig(capture=capture))
+
+
+def test_functional_in_place_spellings_and_shrinks():
+    """``F.relu_(y)`` changes ``y``: read afterwards it is the activation; thresholds and the
+    hard and soft shrinks."""
+    body = """
+y = a * 2
+F.relu_(y)
+z = a - 1
+F.hardtanh_(z, -0.5, 0.5)
+F.leaky_relu_(z, 0.2)
+w = F.threshold(a, 0.1, 20.0) + F.hardshrink(a, 0.3) + F.softshrink(a, 0.2)
+return y, z, w
+"""
+    check(program(body, [(4, 5)]), capture="fx")
+    check(program(body, [(4, 5)]))
+
+
+def test_softmin_and_channel_shuffle():
+    body = """
+s = F.softmin(a, dim=1)
+shuffled = F.channel_shuffle(a, 3) + nn.ChannelShuffle(2)(a)
+return s, shuffled
+"""
+    check(program(body, [(2, 6, 3, 4)]))

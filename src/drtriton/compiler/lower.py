@@ -272,8 +272,10 @@ class Lowering(Reductions):
         elif node.op == "call_method":
             inplace = inplace or (node.target.endswith("_") and not node.target.startswith("_"))
         elif node.op == "call_function":
+            name = getattr(node.target, "__name__", "")
             inplace = inplace or node.target in (operator.iadd, operator.isub, operator.imul,
-                                                 operator.itruediv)
+                                                 operator.itruediv) or (
+                node.target in INPLACE_FUNCTIONS and name.endswith("_"))
         first = node.args[0] if node.args else None
         if not inplace or not isinstance(first, fx.Node):
             return None
@@ -765,6 +767,8 @@ COMPLEX_ARITHMETIC = {operator.add: "add", torch.add: "add", "add": "add",
                       operator.sub: "sub", torch.sub: "sub", "sub": "sub",
                       operator.mul: "mul", torch.mul: "mul", "mul": "mul"}
 COMPLEX_TAKERS = {torch.view_as_real}  # lowerings of their own that take complex values
+# torch.nn.functional's in-place spellings (``F.relu_(x)`` changes x)
+INPLACE_FUNCTIONS = {getattr(F, n) for n in dir(F) if n.endswith("_") and not n.startswith("_")}
 
 
 def _part(value, which: str):

@@ -602,3 +602,35 @@ def _invert(L, x):
     if ir.is_float(x.dtype):
         raise Unsupported(f"bitwise not of {x.dtype}")
     return ir.op("sub", ir.op("neg", x), ir.const(1))
+
+
+# in-place functional spellings (``F.relu_(x)``): the same values; ``check_inplace`` rebinds x
+for _name, _handler in (("relu_", _relu), ("elu_", _elu), ("celu_", _celu), ("selu_", _selu),
+                        ("leaky_relu_", _leaky), ("hardtanh_", _hardtanh),
+                        ("rrelu_", _rrelu)):
+    fn(getattr(F, _name))(_handler)
+
+
+@fn(F.threshold, F.threshold_, torch.threshold)
+def _threshold(L, x, threshold, value, inplace=False):
+    """``x`` where above ``threshold``, else ``value``."""
+    x = L.t(x)
+    return ir.op("where", ir.op("gt", x, ir.const(float(threshold))), x,
+                 ir.const(float(value)), dtype=x.dtype)
+
+
+@fn(F.hardshrink, torch.hardshrink)
+@method("hardshrink")
+def _hardshrink(L, x, lambd=0.5):
+    x = _f(L.t(x))
+    return ir.op("where", ir.op("gt", ir.op("abs", x), ir.const(float(lambd))), x,
+                 ir.const(0.0), dtype=x.dtype)
+
+
+@fn(F.softshrink)
+def _softshrink(L, x, lambd=0.5):
+    x, lam = _f(L.t(x)), ir.const(float(lambd))
+    shrunk = ir.op("where", ir.op("gt", x, lam), ir.op("sub", x, lam), ir.op(
+        "where", ir.op("lt", x, ir.op("neg", lam)), ir.op("add", x, lam), ir.const(0.0),
+        dtype=x.dtype), dtype=x.dtype)
+    return shrunk

@@ -11,6 +11,8 @@ the source's extent, where PyTorch raises, reads 0 (never out-of-bounds memory):
 
 from __future__ import annotations
 
+import math
+
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
@@ -465,3 +467,70 @@ def _bce(L: Lowering, input, target, weight=None, size_average=None, reduce=None
          reduction: str = "mean") -> ir.Expr:
     return binary_cross_entropy(L, input, target, weight,
                                 _reduction_arg(size_average, reduce, reduction))
+
+
+# ------------------------------------------------------------------ likelihood losses
+
+
+@fn(F.soft_margin_loss)
+def _soft_margin_loss(L: Lowering, input, target, size_average=None, reduce=None,
+                      reduction: str = "mean") -> ir.Expr:
+    """``log(1 + exp(-y x))``."""
+    x, y = _f(L.t(input)), _f(L.t(target))
+    loss = log1p(ir.op("exp", ir.op("neg", ir.op("mul", y, x))))
+    return _reduce_loss(L, loss, _reduction_arg(size_average, reduce, reduction))
+
+
+@fn(F.multilabel_soft_margin_loss)
+def _multilabel_soft_margin_loss(L: Lowering, input, target, weight=None, size_average=None,
+                                 reduce=None, reduction: str = "mean") -> ir.Expr:
+    """Per sample, the mean over classes of ``-(y log s(x) + (1 - y) log s(-x))``."""
+    _no_weight(weight)
+    x, y = _f(L.t(input)), _f(L.t(target))
+    pos, neg = _log_sigmoid(x), _log_sigmoid(ir.op("neg", x))
+    loss = ir.op("neg", ir.op("add", ir.op("mul", y, pos),
+                              ir.op("mul", ir.op("sub", ir.const(1.0), y), neg)))
+    per_sample = L.reduce("mean", loss, len(x.shape) - 1)
+    return _reduce_loss(L, per_sample, _reduction_arg(size_average, reduce, reduction))
+
+
+def _log_sigmoid(x: ir.Expr) -> ir.Expr:
+    """``min(x, 0) - log(1 + exp(-|x|))``."""
+    return ir.op("sub", ir.op("minimum", x, ir.const(0.0)),
+                 log1p(ir.op("exp", ir.op("neg", ir.op("abs", x)))))
+
+
+@fn(F.poisson_nll_loss)
+def _poisson_nll_loss(L: Lowering, input, target, log_input=True, full=False, size_average=None,
+                      eps=1e-8, reduce=None, reduction: str = "mean") -> ir.Expr:
+    x, t = _f(L.t(input)), _f(L.t(target))
+    if log_input:
+        loss = ir.op("sub", ir.op("exp", x), ir.op("mul", t, x))
+    else:
+        loss = ir.op("sub", x, ir.op("mul", t, ir.op("log", ir.op("add", x, ir.const(eps)))))
+    if full:  # Stirling's term, where the target is above 1
+        stirling = ir.op("add", ir.op("sub", ir.op("mul", t, ir.op("log", t)), t), ir.op(
+            "mul", ir.const(0.5), ir.op("log", ir.op("mul", ir.const(2 * math.pi), t))))
+        loss = ir.op("add", loss, ir.op("where", ir.op("gt", t, ir.const(1.0)), stirling,
+                                        ir.const(0.0), dtype=loss.dtype))
+    return _reduce_loss(L, loss, _reduction_arg(size_average, reduce, reduction))
+
+
+@fn(F.gaussian_nll_loss)
+def _gaussian_nll_loss(L: Lowering, input, target, var, full=False, eps=1e-6,
+                       reduction: str = "mean") -> ir.Expr:
+    """``0.5 (log v + (x - t)^2 / v)`` with ``v`` clamped to ``eps``; a variance per sample
+    (one dim fewer, or a last dim of 1) broadcasts over the last dim."""
+    x, t, v = _f(L.t(input)), _f(L.t(target)), _f(L.t(var))
+    if v.shape != x.shape:
+        if v.shape == x.shape[:-1]:
+            v = ir.reshape(v, v.shape + (1,))
+        elif not (v.shape[:-1] == x.shape[:-1] and v.shape[-1:] == (1,)):
+            raise Unsupported(f"gaussian_nll_loss with var of shape {v.shape} for {x.shape}")
+    v = ir.op("maximum", v, ir.const(float(eps)))
+    d = ir.op("sub", x, t)
+    loss = ir.op("mul", ir.const(0.5), ir.op("add", ir.op("log", v),
+                                             ir.op("div", ir.op("mul", d, d), v)))
+    if full:
+        loss = ir.op("add", loss, ir.const(0.5 * math.log(2 * math.pi)))
+    return _reduce_loss(L, loss, _reduction_arg(None, None, reduction))

@@ -394,3 +394,8 @@ def _searchsorted(L, sorted_sequence, input, *, out_int32=False, right=False, si
     lead = seq.shape[:-1]
     boundaries = ir.reshape(seq, lead + (1, seq.shape[-1]))
     return _count_below(L, boundaries, ir.reshape(x, x.shape + (1,)), right, out_int32)
+
+
+@fn(F.softmin)
+def _softmin(L, x, dim=None, _stacklevel=3, dtype=None):
+    return _softmax(L, ir.op("neg", _f(L.t(x))), dim)

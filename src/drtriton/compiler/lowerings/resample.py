@@ -387,3 +387,14 @@ def _grid_sample(L, input, grid, mode="bilinear", padding_mode="zeros", align_co
                         take(L, flat, 2, index))
             out = tap if out is None else ir.op("add", out, tap)
     return ir.reshape(out, (n, c, h, w))
+
+
+@fn(F.channel_shuffle, torch.channel_shuffle, F.native_channel_shuffle)
+def _channel_shuffle(L, input, groups):
+    """ShuffleNet's shuffle: channels (g, C/g) read as (C/g, g), a lazy view."""
+    x = L.t(input)
+    n, c, rest = x.shape[0], x.shape[1], x.shape[2:]
+    if c % groups:
+        raise Unsupported(f"channel_shuffle of {c} channels into {groups} groups")
+    y = ir.reshape(x, (n, groups, c // groups, *rest))
+    return ir.reshape(ir.transpose(y, 1, 2), x.shape)
