@@ -133,3 +133,43 @@ shuffled = F.channel_shuffle(a, 3) + nn.ChannelShuffle(2)(a)
 return s, shuffled
 """
     check(program(body, [(2, 6, 3, 4)]))
+
+
+SEGNET = """
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+
+class Model(nn.Module):
+    \"\"\"SegNet's pooling indices: the decoder unpools to where the encoder's maxima were.
+    ReLU's zeros tie in many windows: the first one is the index.\"\"\"
+
+    def __init__(self):
+        super().__init__()
+        self.enc = nn.Conv2d(3, 4, 3, padding=1)
+        self.pool = nn.MaxPool2d(2, 2, return_indices=True)
+        self.unpool = nn.MaxUnpool2d(2, 2)
+        self.dec = nn.Conv2d(4, 2, 3, padding=1)
+
+    def forward(self, x, s):
+        y = F.relu(self.enc(x))
+        p, idx = self.pool(y)
+        v, i = F.max_pool2d(x, 3, 2, 1, ceil_mode=True, return_indices=True)
+        w, j = F.max_pool1d(s, 3, 2, return_indices=True)
+        u, k = F.max_pool3d(x.unsqueeze(1), 2, return_indices=True)
+        back = F.max_unpool1d(w, j, 3, 2, output_size=s.shape)
+        return self.dec(self.unpool(p * 2, idx, output_size=y.size())), v, i, back, u, k
+
+
+def get_inputs():
+    return [torch.randn(2, 3, 6, 8), torch.randn(2, 3, 11)]
+
+
+def get_init_inputs():
+    return []
+"""
+
+
+def test_max_pool_indices_and_max_unpool():
+    check(SEGNET, atol=1e-5, rtol=1e-5)

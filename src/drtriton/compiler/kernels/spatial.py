@@ -586,7 +586,9 @@ def _fill_all(tiles: Writer, spec: ConvSpec, out: str) -> Kernel:
 def pool(
     w: Writer, kind: str, x: ir.Expr, ksz, stride, padding, dilation, out_shape, out
 ) -> Kernel:
-    """Max or average pooling (count_include_pad): each output element loops over its window."""
+    """Max or average pooling (count_include_pad), or the position of each window's maximum in
+    its input plane (``argmax``, PyTorch's ``return_indices``: the first valid tap, then any
+    larger value or NaN): each output element loops over its window."""
     nsp = len(ksz)
     n = ir.numel(out_shape)
     w.constexprs = ["BLOCK"]
@@ -594,8 +596,10 @@ def pool(
     w.line("omask = offs < N")
     oidx = w.delinearize("offs", tuple(out_shape))
     lead = oidx[: len(out_shape) - nsp]
-    fill = '-float("inf")' if kind == "max" else "0.0"
+    fill = "0.0" if kind == "avg" else '-float("inf")'
     w.line(f"acc = tl.full([BLOCK], {fill}, tl.float32)")
+    if kind == "argmax":
+        w.line("arg = tl.full([BLOCK], -1, tl.int64)")
     ins = x.shape[len(x.shape) - nsp:]
     outs = tuple(out_shape)[len(out_shape) - nsp:]
     taps = [reachable_taps(*a) for a in zip(ksz, stride, padding, dilation, ins, outs, strict=True)]
@@ -614,9 +618,19 @@ def pool(
         v = w.ev(x, [*lead, *pos], "wmask")
         if kind == "max":
             w.line(f"acc = tl.maximum(acc, tl.where(wmask, {v}, -float(\"inf\")))")
+        elif kind == "argmax":
+            strides = ir.contiguous_strides(tuple(ins))
+            at = " + ".join(f"(tl.zeros([BLOCK], tl.int64) + {q}) * {st}"  # q may be a number
+                            for q, st in zip(pos, strides, strict=True))
+            vm = w.tmp(f"tl.where(wmask, {v}, -float(\"inf\"))", "x")
+            # PyTorch's rule: the first valid tap, then any larger value or any NaN
+            better = w.tmp(f"wmask & (({vm} > acc) | ({vm} != {vm}) | (arg < 0))", "m")
+            w.line(f"acc = tl.where({better}, {vm}, acc)")
+            w.line(f"arg = tl.where({better}, {at}, arg)")
         else:
             w.line(f"acc += tl.where(wmask, {v}, 0.0)")
-    res = "acc" if kind == "max" else w.tmp(f"acc / {ir.numel(tuple(ksz))}", "r")
+    res = {"max": "acc", "argmax": "arg"}.get(kind) or w.tmp(f"acc / {ir.numel(tuple(ksz))}",
+                                                               "r")
     w.store(out, "offs", res, "omask", tuple(out_shape))
     window = ir.numel(spans)
     return finish_1d(

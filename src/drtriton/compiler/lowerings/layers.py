@@ -444,8 +444,6 @@ def pool(L: Lowering, kind: str, nsp: int, x, kernel_size, stride=None, padding=
     x = _f(L.t(x))
     if ceil_mode and kind != "max":
         raise Unsupported("ceil_mode=True for average pooling")
-    if return_indices:
-        raise Unsupported("return_indices=True")
     if divisor_override is not None:
         raise Unsupported("divisor_override")
     ksz = ntuple(kernel_size, nsp)
@@ -459,11 +457,17 @@ def pool(L: Lowering, kind: str, nsp: int, x, kernel_size, stride=None, padding=
     shape = x.shape[:-nsp] + outs
     x = reread_input(L, x, ir.numel(shape) * ir.numel(ksz) / ir.numel(x.shape))
     L.flush_expr(x)
-    return L.kernel(
+    values = L.kernel(
         lambda w, o, x=x: kernels.pool(w, kind, x, ksz, stride, padding, dilation, shape, o),
         shape,
         torch.float32,
     )
+    if not return_indices:
+        return values
+    indices = L.kernel(  # a second pass over the windows: where each maximum is
+        lambda w, o, x=x: kernels.pool(w, "argmax", x, ksz, stride, padding, dilation, shape,
+                                       o), shape, torch.int64)
+    return values, indices
 
 
 def _pooled_size(n: int, p: int, d: int, k: int, s: int, ceil_mode: bool) -> int:
@@ -487,8 +491,10 @@ for _n, (_a, _m) in enumerate([(F.avg_pool1d, F.max_pool1d), (F.avg_pool2d, F.ma
                     return_indices=return_indices)
 
     fn(_m)(_mp)
-    if hasattr(F, f"max_pool{_n}d_with_indices"):
-        fn(getattr(F, f"max_pool{_n}d_with_indices"))(_mp)
+    if hasattr(F, f"max_pool{_n}d_with_indices"):  # (values, indices) whatever its flag says
+        fn(getattr(F, f"max_pool{_n}d_with_indices"))(
+            lambda L, x, *a, _mp=_mp, return_indices=True, **k: _mp(L, x, *a, **k,
+                                                                   return_indices=True))
 
 
 def adaptive(L: Lowering, kind: str, nsp: int, x, output_size) -> ir.Expr:

@@ -5,7 +5,10 @@ these through the method table's in-place rule."""
 
 from __future__ import annotations
 
+import math
+
 import torch
+import torch.nn.functional as F
 
 from drtriton.compiler import ir
 from drtriton.compiler.kernels.scatter import scatter
@@ -110,3 +113,33 @@ def _masked_put(x: ir.Expr, mask: ir.Expr, values: ir.Expr, accumulate: bool) ->
     if accumulate:
         new = ir.op("add", x, new)
     return ir.op("where", mask, new, x, dtype=x.dtype)
+
+
+def _unpool(L, nsp: int, x, indices, kernel_size, stride=None, padding=0, output_size=None):
+    """``max_unpool``: each value written at the position its max pooling recorded, in a zero
+    plane of the output size (default ``(in - 1) * stride - 2 * padding + kernel``)."""
+    x, indices = L.t(x), L.t(indices)
+
+    def per_dim(v):
+        return tuple(v) if isinstance(v, list | tuple) else (v,) * nsp
+
+    ksz = per_dim(kernel_size)
+    strides = ksz if stride is None else per_dim(stride)
+    pads = per_dim(padding)
+    lead, ins = x.shape[:-nsp], x.shape[-nsp:]
+    if output_size is None:
+        outs = tuple((i - 1) * s - 2 * p + k for i, s, p, k in zip(ins, strides, pads, ksz,
+                                                                   strict=True))
+    else:
+        outs = tuple(output_size)[-nsp:]
+    plane = math.prod(outs)
+    flat = lead + (math.prod(ins),)
+    zeros = ir.Const(lead + (plane,), x.dtype, 0.0)
+    out = _scattered(L, zeros, len(lead), ir.reshape(indices, flat), ir.reshape(x, flat),
+                     per_element=True, accumulate=False)
+    return ir.reshape(out, lead + outs)
+
+
+for _n in (1, 2, 3):
+    fn(getattr(F, f"max_unpool{_n}d"))(
+        lambda L, x, indices, *a, _n=_n, **k: _unpool(L, _n, x, indices, *a, **k))
