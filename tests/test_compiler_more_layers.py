@@ -173,3 +173,12 @@ def get_init_inputs():
 
 def test_max_pool_indices_and_max_unpool():
     check(SEGNET, atol=1e-5, rtol=1e-5)
+
+
+@pytest.mark.parametrize("size, args", [((7, 8), "3"), ((7, 8), "(2, 3), stride=2, padding=1"),
+                                        ((9, 6), "2, dilation=2, stride=(1, 2)")])
+def test_fold_adds_overlapping_patches(size, args):
+    """``F.fold`` after ``F.unfold`` sums each pixel over the patches that cover it."""
+    body = f"cols = F.unfold(a, {args}) * 2\nreturn F.fold(cols, {size}, {args}), " \
+           f"nn.Fold({size}, {args})(cols)"
+    check(program(body, [(2, 3, *size)]), atol=1e-5, rtol=1e-5)

@@ -143,3 +143,40 @@ def _unpool(L, nsp: int, x, indices, kernel_size, stride=None, padding=0, output
 for _n in (1, 2, 3):
     fn(getattr(F, f"max_unpool{_n}d"))(
         lambda L, x, indices, *a, _n=_n, **k: _unpool(L, _n, x, indices, *a, **k))
+
+
+@fn(F.fold)
+def _fold(L, input, output_size, kernel_size, dilation=1, padding=0, stride=1):
+    """``F.fold`` (col2im): every column's patch added into the (C, H, W) image. The target of
+    each (channel, tap, block) is affine in aranges along its own axes, so no division is
+    needed; taps that fall in the padding are aimed past the image and write nothing."""
+    x = L.t(input)
+    pair = lambda v: tuple(v) if isinstance(v, list | tuple) else (v, v)  # noqa: E731
+    (h, w), (kh, kw), (dh, dw), (ph, pw), (sh, sw) = map(
+        pair, (output_size, kernel_size, dilation, padding, stride))
+    unbatched = len(x.shape) == 2
+    if unbatched:
+        x = ir.reshape(x, (1,) + x.shape)
+    n, rows, blocks = x.shape
+    lh = (h + 2 * ph - dh * (kh - 1) - 1) // sh + 1
+    lw = (w + 2 * pw - dw * (kw - 1) - 1) // sw + 1
+    c = rows // (kh * kw)
+    if c * kh * kw != rows or lh * lw != blocks:
+        raise Unsupported(f"fold of {x.shape} into {(h, w)} with a {(kh, kw)} kernel")
+    axes = (c, kh, kw, lh, lw)
+
+    def along(k: int, start: int, step: int) -> ir.Expr:
+        line = ir.arange(axes[k], start, step, torch.int64)
+        return ir.reshape(line, tuple(s if j == k else 1 for j, s in enumerate(axes)))
+
+    ys = ir.op("add", along(3, -ph, sh), along(1, 0, dh))
+    xs = ir.op("add", along(4, -pw, sw), along(2, 0, dw))
+    inside = ir.op("and", ir.op("and", ir.op("ge", ys, ir.const(0)), ir.op("lt", ys, ir.const(h))),
+                   ir.op("and", ir.op("ge", xs, ir.const(0)), ir.op("lt", xs, ir.const(w))))
+    at = ir.op("add", ir.op("add", along(0, 0, h * w), ir.op("mul", ys, ir.const(w))), xs)
+    at = ir.op("where", inside, at, ir.const(c * h * w), dtype=torch.int64)  # past the image
+    index = ir.broadcast_to(ir.reshape(at, (1, rows * blocks)), (n, rows * blocks))
+    zeros = ir.Const((n, c * h * w), x.dtype, 0.0)
+    out = _scattered(L, zeros, 1, index, ir.reshape(x, (n, rows * blocks)), per_element=True,
+                     accumulate=True)
+    return ir.reshape(out, (c, h, w) if unbatched else (n, c, h, w))
