@@ -272,14 +272,12 @@ class Lowering(Reductions):
         elif node.op == "call_method":
             inplace = inplace or (node.target.endswith("_") and not node.target.startswith("_"))
         elif node.op == "call_function":
-            name = getattr(node.target, "__name__", "")
-            inplace = inplace or node.target in (operator.iadd, operator.isub, operator.imul,
-                                                 operator.itruediv) or (
-                node.target in INPLACE_FUNCTIONS and name.endswith("_"))
+            inplace = inplace or node.target in INPLACE_FUNCTIONS or node.target in (
+                operator.iadd, operator.isub, operator.imul, operator.itruediv)
         first = node.args[0] if node.args else None
         if not inplace or not isinstance(first, fx.Node):
             return None
-        if not isinstance(self.env.get(first), ir.Expr):
+        if isinstance(self.env.get(first), bool | int | float):
             return None  # a number: Python rebinds the one name, as the trace did
         first = self.same_tensor.get(first, first)
         if augmented and not self._read_later(node, first):
