@@ -17,10 +17,11 @@ from drtriton.compiler.lowerings import (
     reductions,
     resample,
     scatter,
+    sort,
     views,
 )
 
 __all__ = [
     "complex_ops", "einops_ops", "elementwise", "layers", "losses", "made", "modules", "recurrent",
-    "reductions", "resample", "scatter", "views",
+    "reductions", "resample", "scatter", "sort", "views",
 ]
