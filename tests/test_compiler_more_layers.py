@@ -182,3 +182,12 @@ def test_fold_adds_overlapping_patches(size, args):
     body = f"cols = F.unfold(a, {args}) * 2\nreturn F.fold(cols, {size}, {args}), " \
            f"nn.Fold({size}, {args})(cols)"
     check(program(body, [(2, 3, *size)]), atol=1e-5, rtol=1e-5)
+
+
+def test_norms_of_any_order():
+    body = """
+return (torch.linalg.vector_norm(a, ord=3, dim=-1), torch.linalg.vector_norm(a, ord=0.5),
+        torch.norm(a, p=float("-inf"), dim=0), torch.linalg.vector_norm(torch.relu(a), ord=0,
+        dim=1), F.normalize(a, p=3, dim=-1))
+"""
+    check(program(body, [(4, 6)]), atol=1e-5, rtol=1e-5)

@@ -168,6 +168,14 @@ def _norm(L, x, p="fro", dim=None, keepdim=False, out=None, dtype=None, ord=None
         return L.reduce("sum", ir.op("abs", x), dim, keepdim)
     if p in (float("inf"),):
         return L.reduce("amax", ir.op("abs", x), dim, keepdim)
+    if p in (float("-inf"),):
+        return L.reduce("amin", ir.op("abs", x), dim, keepdim)
+    if p in (0, 0.0):  # the count of non-zero elements
+        return L.reduce("sum", ir.cast(ir.op("ne", x, ir.const(0.0)), torch.float32), dim,
+                        keepdim)
+    if isinstance(p, int | float) and p > 0:  # (sum |x|^p)^(1/p)
+        powered = ir.op("pow", ir.op("abs", x), ir.const(float(p)))
+        return ir.op("pow", L.reduce("sum", powered, dim, keepdim), ir.const(1.0 / p))
     raise Unsupported(f"norm with p={p}")
 
 
