@@ -10,7 +10,7 @@ os.environ.setdefault("TRITON_INTERPRET", "1")
 
 import pytest  # noqa: E402
 
-from compiler_cases.harness import check  # noqa: E402
+from compiler_cases.harness import check, program  # noqa: E402
 
 TWICE = '''
 import torch
@@ -39,3 +39,13 @@ def get_init_inputs():
 @pytest.mark.parametrize("mode", ["strict", "hybrid"])
 def test_an_operand_given_twice_is_computed_once_and_kept(mode):
     check(TWICE, mode, atol=1e-4, rtol=1e-4)
+
+
+def test_a_shared_tensor_read_by_two_long_chains_is_still_written():
+    """g feeds two chains too long to fuse whole: the first chain's head becomes a kernel that
+    reads g; the second must not then fuse into g's kernel (taking it over), or the first's
+    kernel reads a buffer nothing writes (the candidate crashed with a NameError)."""
+    sin_chain = "h = torch.sin(h) + 0.1\n" * 30
+    cos_chain = "k = torch.cos(k) + 0.1\n" * 30
+    body = f"g = a * 4\nh = g\n{sin_chain}k = g\n{cos_chain}return h, k"
+    check(program(body, [(8, 5)]))

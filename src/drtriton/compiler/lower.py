@@ -159,6 +159,7 @@ class Lowering(Reductions):
         self.shapes: dict[str, tuple[ir.Shape, torch.dtype]] = {}
         self.params: dict[str, str] = {}
         self.complex_vars: set[str] = set()  # parameters read through torch.view_as_real
+        self._reads_cache: dict[tuple[str, int], frozenset[str]] = {}
         self.nodes = list(cap.gm.graph.nodes)
         self.pos = {n: i for i, n in enumerate(self.nodes)}
         self.cur = 0
@@ -577,6 +578,8 @@ class Lowering(Reductions):
         twice = [a for a in self.cur_args if sum(b is a for b in self.cur_args) > 1]
         if any(buf in ir.buffers_of(a) for a in others + twice):
             return True
+        if any(buf in self._pending_reads(other) for other in self.pending if other != buf):
+            return True  # a kernel not written yet reads it: buf must still be produced
         for node, value in self.env.items():
             if not any(self.pos[u] > self.cur for u in node.users):
                 continue
@@ -585,6 +588,19 @@ class Lowering(Reductions):
                 if any(isinstance(r, ir.Expr) and buf in ir.buffers_of(r) for r in reads):
                     return True
         return False
+
+    def _pending_reads(self, buf: str) -> frozenset[str]:
+        """The buffers the pending kernel writing ``buf`` reads (its template written once to a
+        scratch writer; kept while that pending entry stands)."""
+        p = self.pending[buf]
+        key = (buf, id(p))
+        if key not in self._reads_cache:
+            w = kernels.Writer("KERNEL_NAME", "", self.blocks)
+            w.epilogue = p.epi
+            k = p.make(w, buf)
+            made = [k] + ([k.fill] if k.fill is not None else [])
+            self._reads_cache[key] = frozenset(b for kk in made for b in kk.buffers) - {buf}
+        return self._reads_cache[key]
 
     def _own_buffer(self, buf: str) -> bool:
         """A tensor allocated by this forward (not an input or parameter: returning a view of
