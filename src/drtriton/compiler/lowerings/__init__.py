@@ -18,10 +18,11 @@ from drtriton.compiler.lowerings import (
     resample,
     scatter,
     sort,
+    special,
     views,
 )
 
 __all__ = [
     "complex_ops", "einops_ops", "elementwise", "layers", "losses", "made", "modules", "recurrent",
-    "reductions", "resample", "scatter", "sort", "views",
+    "reductions", "resample", "scatter", "sort", "special", "views",
 ]
