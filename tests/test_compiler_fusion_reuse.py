@@ -49,3 +49,11 @@ def test_a_shared_tensor_read_by_two_long_chains_is_still_written():
     cos_chain = "k = torch.cos(k) + 0.1\n" * 30
     body = f"g = a * 4\nh = g\n{sin_chain}k = g\n{cos_chain}return h, k"
     check(program(body, [(8, 5)]))
+
+
+def test_a_flipped_view_returned_as_an_output_is_copied():
+    """A reverse cumulative sum returns a flipped view of the cumsum's buffer: as_strided takes
+    no negative strides, so the candidate copies it (it crashed in hybrid mode)."""
+    src = program("return torch.cumsum(a.flip(1), 1).flip(1)", [(3, 5)])
+    check(src)
+    check(src, mode="hybrid")

@@ -633,6 +633,7 @@ class Lowering(Reductions):
             others = [o for j, o in enumerate(vals) if j != i and isinstance(o, ir.Expr)]
             if (isinstance(v, ir.Load) and self._own_buffer(v.buf)
                     and not (v.offset == 0 and _contig(v.shape, v.strides))
+                    and all(stride >= 0 for stride in v.strides)  # as_strided has no flips
                     and not any(v.buf in ir.buffers_of(o) for o in others)):
                 # a view of a buffer this forward made (transpose, slice, expand of a result):
                 # returned as a view, as eager does, rather than copied by one more kernel
