@@ -65,7 +65,8 @@ def _captured_and_lowered(source: str, config: CompilerConfig, tuning: Tuning | 
     """The capture ``config.capture`` names and its lowering; ``auto`` tries ``torch.fx``
     first and ``torch.export`` where that fails, and reports the fx error if both fail (it
     names the program's own calls, not ATen ops), unless fx could not trace the forward at all
-    (an assignment into a tensor): then the later capture's error names the operator."""
+    (an assignment into a tensor): then the later capture's error, which names the operator and
+    line where it can, and otherwise says what stopped it (data-dependent shapes)."""
     errors = []
     for capture_with in CAPTURES_TRIED[config.capture]:
         try:
@@ -74,7 +75,7 @@ def _captured_and_lowered(source: str, config: CompilerConfig, tuning: Tuning | 
         except UnsupportedOperatorError as exc:
             errors.append(exc)
     named = [e for e in errors if e.line]
-    raise named[0] if named else errors[0]
+    raise named[0] if named else errors[-1]
 
 
 def _capture_fx(source: str):
