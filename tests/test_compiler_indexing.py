@@ -152,3 +152,38 @@ def get_init_inputs():
 
 def test_bucketize_and_searchsorted_count_the_boundaries_below():
     check(BUCKETS)
+
+
+OFFSET_BAGS = """
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+
+class Model(nn.Module):
+    \"\"\"Sparse features as recommenders look them up: one flat index list cut into bags of
+    different sizes (one empty) by offsets.\"\"\"
+
+    def __init__(self):
+        super().__init__()
+        self.tables = nn.ModuleList([nn.EmbeddingBag(30, 6, mode=m) for m in ("sum", "mean")])
+
+    def forward(self, ids, offsets, w):
+        ends = torch.cat([offsets, offsets.new_tensor([ids.numel()])])
+        return (self.tables[0](ids, offsets), self.tables[1](ids, offsets),
+                self.tables[0](ids, offsets, per_sample_weights=w),
+                F.embedding_bag(ids, self.tables[1].weight, ends, mode="mean",
+                                include_last_offset=True))
+
+
+def get_inputs():
+    return [torch.randint(0, 30, (17,)), torch.tensor([0, 3, 3, 9, 16]), torch.rand(17)]
+
+
+def get_init_inputs():
+    return []
+"""
+
+
+def test_embedding_bags_cut_by_offsets():
+    check(OFFSET_BAGS, atol=1e-5, rtol=1e-5)

@@ -39,7 +39,7 @@ def _logical(kind):
         truth = ir.cast(ir.op("ne", L.t(x), ir.const(0)), torch.float32)
         if isinstance(dim, list):
             dim = tuple(dim)
-        return ir.op("gt", L.reduce(kind, truth, dim, keepdim), ir.const(0.0))
+        return ir.op("gt", L.reduce(kind, truth, dim, keepdim), ir.const(0.0), dtype=torch.bool)
 
     return h
 
@@ -373,7 +373,7 @@ def _instance_norm(L, x, running_mean=None, running_var=None, weight=None, bias=
 def _count_below(L, boundaries: ir.Expr, values: ir.Expr, right: bool, out_int32: bool):
     """For each value, how many boundaries lie below it (``<``; ``<=`` when ``right``): its
     bucket, a count of true comparisons over the boundaries' last dim."""
-    below = ir.op("le" if right else "lt", boundaries, values)
+    below = ir.op("le" if right else "lt", boundaries, values, dtype=torch.bool)
     counts = L.reduce("sum", below, len(below.shape) - 1)
     return ir.cast(counts, torch.int32 if out_int32 else torch.int64)
 

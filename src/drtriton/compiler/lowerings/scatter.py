@@ -180,3 +180,26 @@ def _fold(L, input, output_size, kernel_size, dilation=1, padding=0, stride=1):
     out = _scattered(L, zeros, 1, index, ir.reshape(x, (n, rows * blocks)), per_element=True,
                      accumulate=True)
     return ir.reshape(out, (c, h, w) if unbatched else (n, c, h, w))
+
+
+def bags_by_offsets(L, rows: ir.Expr, offsets, mode: str, include_last_offset: bool) -> ir.Expr:
+    """``embedding_bag`` with ``offsets``: row k belongs to bag ``(offsets <= k).sum() - 1``;
+    the bags are sums of their rows (atomic adds), means divide by their sizes (an empty bag
+    gives zeros, as PyTorch's)."""
+    from drtriton.compiler.lowerings.reductions import _bucketize  # reductions imports views
+
+    offsets = L.t(offsets)
+    if len(offsets.shape) != 1 or len(rows.shape) != 2:
+        raise Unsupported("embedding_bag with offsets over a 1-D input, one offset per bag")
+    if mode not in ("sum", "mean"):
+        raise Unsupported(f"embedding_bag mode {mode!r} with offsets")
+    n, bags = rows.shape[0], offsets.shape[0] - (1 if include_last_offset else 0)
+    positions = ir.arange(n, 0, 1, torch.int64)
+    bag_of = ir.op("sub", _bucketize(L, positions, offsets, right=True), ir.const(1))
+    zeros = ir.Const((bags, rows.shape[1]), rows.dtype, 0.0)
+    sums = _scattered(L, zeros, 0, bag_of, rows, per_element=False, accumulate=True)
+    if mode == "sum":
+        return sums
+    sizes = _scattered(L, ir.Const((bags,), rows.dtype, 0.0), 0, bag_of, ir.const(1.0),
+                       per_element=False, accumulate=True)
+    return ir.op("div", sums, ir.reshape(ir.op("maximum", sizes, ir.const(1.0)), (bags, 1)))

@@ -594,12 +594,12 @@ def gather(L, x, dim: int, index, *, sparse_grad: bool = False, out=None) -> ir.
 def _embedding_bag(L, input, weight, offsets=None, max_norm=None, norm_type=2,
                    scale_grad_by_freq=False, mode="mean", sparse=False, per_sample_weights=None,
                    include_last_offset=False, padding_idx=None) -> ir.Expr:
-    """``F.embedding_bag`` of a 2-D input (one bag per row): the rows' embeddings summed,
-    averaged or maxed over the bag, ``per_sample_weights`` scaling them (``sum``)."""
+    """``F.embedding_bag`` of a 2-D input (one bag per row; summed, averaged or maxed), or of a
+    1-D input cut into bags by ``offsets`` (summed or averaged); ``per_sample_weights`` scale
+    the rows (``sum``)."""
     index = L.t(input)
-    if offsets is not None or len(index.shape) != 2:
-        raise Unsupported("embedding_bag with offsets (bags of data-dependent sizes; a 2-D "
-                          "input of equal bags is lowered)")
+    if (offsets is None) != (len(index.shape) == 2):
+        raise Unsupported("embedding_bag of a 1-D input without offsets, or a 2-D one with them")
     if max_norm is not None or padding_idx is not None:
         raise Unsupported("embedding_bag with max_norm or padding_idx")
     rows = embedding(L, index, weight)
@@ -607,6 +607,9 @@ def _embedding_bag(L, input, weight, offsets=None, max_norm=None, norm_type=2,
         if mode != "sum":
             raise Unsupported("per_sample_weights with a mode other than sum (PyTorch too)")
         rows = ir.op("mul", rows, ir.reshape(L.t(per_sample_weights), (*index.shape, 1)))
+    if offsets is not None:  # bags of data-dependent sizes
+        from drtriton.compiler.lowerings.scatter import bags_by_offsets  # scatter imports views
+        return bags_by_offsets(L, rows, offsets, mode, include_last_offset)
     kinds = {"sum": "sum", "mean": "mean", "max": "amax"}
     if mode not in kinds:
         raise Unsupported(f"embedding_bag mode {mode!r}")
