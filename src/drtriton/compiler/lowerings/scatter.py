@@ -1,7 +1,8 @@
 """Writes and adds at indexed positions: ``index_add``, ``index_copy``, ``index_fill``,
-``scatter_add``, ``scatter`` and assignments (``index_put``: ``x[mask] = v`` as a select,
-``x[:, idx] = v`` and ``x[idx] += v`` as a scatter). In-place spellings (``index_add_``) reach
-these through the method table's in-place rule."""
+``scatter_add``, ``scatter``, assignments (``index_put``: ``x[mask] = v`` as a select,
+``x[:, idx] = v`` and ``x[idx] += v`` as a scatter), ``max_unpool``, ``F.fold`` and
+``embedding_bag``'s bags by offsets. In-place spellings (``index_add_``) reach these through the
+method table's in-place rule."""
 
 from __future__ import annotations
 
@@ -26,6 +27,9 @@ def _scattered(L: Lowering, x, dim: int, index, src, per_element: bool,
     if per_element:
         if len(index.shape) != len(x.shape):
             raise Unsupported("an index of another rank than the tensor")
+        if any(index.shape[k] > x.shape[k] for k in range(len(x.shape)) if k != d) or (
+                src.shape and any(i > n for i, n in zip(index.shape, src.shape, strict=False))):
+            raise Unsupported(f"an index of shape {index.shape} for {x.shape} and {src.shape}")
         space = index.shape
     else:
         if len(index.shape) > 1:
