@@ -597,3 +597,10 @@ def test_a_product_with_a_zero_operand_made_in_forward_runs():
                   "return F.linear(h, self.lin.weight) + a", [(3, 6)],
                   init="self.lin = nn.Linear(4, 6)")
     check(src, capture="fx")
+
+
+def test_a_nested_output_is_refused_naming_the_return():
+    body = "return [a.relu(), a.sigmoid()], (a.tanh(),)"
+    with pytest.raises(UnsupportedOperatorError, match="nested output") as err:
+        compile_program(program(body, [(3, 4)]), CompilerConfig(device="cpu"))
+    assert err.value.line > 0 and "return [" in str(err.value)

@@ -199,3 +199,4 @@ def test_scatter_with_a_reduction_is_refused_in_one_line():
     with pytest.raises(UnsupportedOperatorError, match="reduce") as err:
         compile_program(src, CompilerConfig(device="cpu"))
     assert err.value.line > 0
+

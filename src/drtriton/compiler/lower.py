@@ -624,6 +624,10 @@ class Lowering(Reductions):
                 raise UnsupportedOperatorError(
                     _label(src, self.cap.gm), line, text, f"returns {v.what}"
                 )
+            if isinstance(v, tuple | list):
+                line, text = node_line(node, self.cap.lines)  # the return statement
+                raise UnsupportedOperatorError("output", line, text, "a nested output (programs "
+                                               "return a tensor or a flat tuple of tensors)")
             if not isinstance(v, ir.Expr):
                 raise UnsupportedOperatorError("output", line, text, "non-tensor output")
             self.extra_live = [o for j, o in enumerate(vals) if j > i and isinstance(o, ir.Expr)]
