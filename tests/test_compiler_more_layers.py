@@ -191,3 +191,9 @@ return (torch.linalg.vector_norm(a, ord=3, dim=-1), torch.linalg.vector_norm(a, 
         dim=1), F.normalize(a, p=3, dim=-1))
 """
     check(program(body, [(4, 6)]), atol=1e-5, rtol=1e-5)
+
+
+def test_pdist_of_every_pair_of_rows():
+    """40 rows: 780 pairs, each pair's rows found from its index by a closed form."""
+    body = "return F.pdist(a), torch.pdist(b, p=1), F.pdist(b, p=float('inf')), F.pdist(a[:2])"
+    check(program(body, [(7, 3), (40, 5)]), atol=1e-5, rtol=1e-5)

@@ -80,7 +80,7 @@ def test_compiler_policy_answers_parse_and_unsupported_says_why():
     assert len(answers) == 1 and len(answers[0]) == 2
     candidate = parse_answer(answers[0][0])
     assert "@triton.jit" in candidate and "class ModelNew" in candidate
-    unsupported = PROGRAM.replace("torch.relu(x)", "torch.pdist(x)")
+    unsupported = PROGRAM.replace("torch.relu(x)", "torch.histc(x, bins=4)")
     answer = policy.generate([unsupported], 1, Sampling())[0][0]
     assert "cannot convert" in answer
     with pytest.raises(AnswerParseError):
@@ -109,9 +109,9 @@ def test_the_compiler_policys_three_views_agree():
     assert answer.strip() == candidate.strip() == first.strip()
     assert notes == {"tuned_kernels": 0, "tuning_error": "", "hybrid_choice": "",
                      "hybrid_choice_ms": {}, "tuning_cached": False}
-    unsupported = PROGRAM.replace("torch.relu(x)", "torch.pdist(x)")
+    unsupported = PROGRAM.replace("torch.relu(x)", "torch.histc(x, bins=4)")
     assert policy.candidates(unsupported, 1, Sampling()) == []
-    with pytest.raises(ValueError, match="pdist"):
+    with pytest.raises(ValueError, match="histc"):
         policy.first_candidate(unsupported, _InProcessPool())
 
 

@@ -618,6 +618,55 @@ def _cdist(L, x1, x2, p=2.0, compute_mode=None):
     return ir.op("exp", ir.op("div", ir.op("log", total), ir.const(float(p))))
 
 
+def _p_norm(L, diff: ir.Expr, p: float) -> ir.Expr:
+    """The p-norm over the last dim of non-negative ``diff`` (p > 0 or inf)."""
+    if p == float("inf"):
+        return L.reduce("amax", diff, -1, False)
+    if p <= 0:
+        raise Unsupported(f"a distance with p = {p}")
+    powered = diff if p == 1 else ir.op("mul", diff, diff) if p == 2 else ir.op(
+        "exp", ir.op("mul", ir.op("log", diff), ir.const(float(p))))
+    total = L.reduce("sum", powered, -1, False)
+    if p == 1:
+        return total
+    if p == 2:
+        return ir.op("sqrt", total)
+    return ir.op("exp", ir.op("div", ir.op("log", total), ir.const(float(p))))
+
+
+@fn(torch.pdist, F.pdist)
+def _pdist(L, input, p=2.0):
+    """The distances of every pair of rows i < j, in row-major order: pair k's row i from the
+    closed form ``floor((2n - 1 - sqrt((2n - 1)^2 - 8k)) / 2)`` in float64 (exact for these
+    sizes), then corrected by one where rounding put k before row i's first pair."""
+    x = _f(L.t(input))
+    if len(x.shape) != 2:
+        raise Unsupported("pdist of an input that is not (N, M)")
+    n, m = x.shape
+    pairs = n * (n - 1) // 2
+    if pairs == 0:
+        raise Unsupported("pdist of fewer than two rows")
+    k = ir.arange(pairs, 0, 1, torch.float64)
+    b = float(2 * n - 1)
+    root = ir.op("sqrt", ir.op("sub", ir.const(b * b), ir.op("mul", k, ir.const(8.0))))
+    i = ir.op("floor", ir.op("mul", ir.op("sub", ir.const(b), root), ir.const(0.5)))
+
+    def first(row: ir.Expr) -> ir.Expr:  # the pair index where row's pairs start
+        return ir.op("mul", ir.op("mul", row, ir.op("sub", ir.const(b), row)), ir.const(0.5))
+
+    i = ir.op("where", ir.op("lt", k, first(i), dtype=torch.bool), ir.op(
+        "sub", i, ir.const(1.0)), i, dtype=torch.float64)
+    i = ir.op("where", ir.op("ge", k, first(ir.op("add", i, ir.const(1.0))), dtype=torch.bool),
+              ir.op("add", i, ir.const(1.0)), i, dtype=torch.float64)
+    j = ir.op("add", ir.op("add", ir.op("sub", k, first(i)), i), ir.const(1.0))
+
+    def rows(at: ir.Expr) -> ir.Expr:
+        index = ir.broadcast_to(ir.reshape(ir.cast(at, torch.int64), (pairs, 1)), (pairs, m))
+        return take(L, x, 0, index)
+
+    return _p_norm(L, ir.op("abs", ir.op("sub", rows(i), rows(j))), float(p))
+
+
 @fn(torch.einsum)
 def _einsum(L, equation, *operands):
     """Any number of operands; an ellipsis stands for the same broadcast dims in every operand
