@@ -604,18 +604,7 @@ def _cdist(L, x1, x2, p=2.0, compute_mode=None):
         raise Unsupported("cdist of inputs that are not (..., P, M) and (..., R, M)")
     diff = ir.op("abs", ir.op("sub", ir.reshape(a, a.shape[:-1] + (1, a.shape[-1])),
                               ir.reshape(b, b.shape[:-2] + (1,) + b.shape[-2:])))
-    if p == float("inf"):
-        return L.reduce("amax", diff, -1, False)
-    if p <= 0:
-        raise Unsupported(f"cdist with p = {p}")
-    powered = diff if p == 1 else ir.op("mul", diff, diff) if p == 2 else ir.op(
-        "exp", ir.op("mul", ir.op("log", diff), ir.const(float(p))))
-    total = L.reduce("sum", powered, -1, False)
-    if p == 1:
-        return total
-    if p == 2:
-        return ir.op("sqrt", total)
-    return ir.op("exp", ir.op("div", ir.op("log", total), ir.const(float(p))))
+    return _p_norm(L, diff, p)
 
 
 def _p_norm(L, diff: ir.Expr, p: float) -> ir.Expr:
