@@ -159,7 +159,7 @@ class Lowering(Reductions):
         self.shapes: dict[str, tuple[ir.Shape, torch.dtype]] = {}
         self.params: dict[str, str] = {}
         self.complex_vars: set[str] = set()  # parameters read through torch.view_as_real
-        self._reads_cache: dict[tuple[str, int], frozenset[str]] = {}
+        self._reads_cache: dict[str, frozenset[str]] = {}
         self.nodes = list(cap.gm.graph.nodes)
         self.pos = {n: i for i, n in enumerate(self.nodes)}
         self.cur = 0
@@ -591,16 +591,15 @@ class Lowering(Reductions):
 
     def _pending_reads(self, buf: str) -> frozenset[str]:
         """The buffers the pending kernel writing ``buf`` reads (its template written once to a
-        scratch writer; kept while that pending entry stands)."""
+        scratch writer; a buffer name is registered once, so its reads never change)."""
         p = self.pending[buf]
-        key = (buf, id(p))
-        if key not in self._reads_cache:
+        if buf not in self._reads_cache:
             w = kernels.Writer("KERNEL_NAME", "", self.blocks)
             w.epilogue = p.epi
             k = p.make(w, buf)
             made = [k] + ([k.fill] if k.fill is not None else [])
-            self._reads_cache[key] = frozenset(b for kk in made for b in kk.buffers) - {buf}
-        return self._reads_cache[key]
+            self._reads_cache[buf] = frozenset(b for kk in made for b in kk.buffers) - {buf}
+        return self._reads_cache[buf]
 
     def _own_buffer(self, buf: str) -> bool:
         """A tensor allocated by this forward (not an input or parameter: returning a view of

@@ -425,14 +425,19 @@ def _weighted(loss: ir.Expr, weight) -> ir.Expr:
     return ir.op("mul", loss, weight)
 
 
+def _log_sigmoid(x: ir.Expr) -> ir.Expr:
+    """``min(x, 0) - log1p(exp(-|x|))``: never overflows."""
+    return ir.op("sub", ir.op("minimum", x, ir.const(0.0)),
+                 log1p(ir.op("exp", ir.op("neg", ir.op("abs", x)))))
+
+
 def binary_cross_entropy_with_logits(L: Lowering, x, target, weight, pos_weight,
                                      reduction: str) -> ir.Expr:
     """ATen's stable form: ``(1 - t) * x - log_sigmoid(x) * (1 + (pos_weight - 1) * t)``, times
     ``weight``; ``log_sigmoid(x) = min(x, 0) - log1p(exp(-|x|))`` never overflows."""
     x, t = _f(dense(L, x)), _f(dense(L, target))
     _same_shape(x, t, "binary_cross_entropy_with_logits")
-    log_sig = ir.op("sub", ir.op("minimum", x, ir.const(0.0)),
-                    log1p(ir.op("exp", ir.op("neg", ir.op("abs", x)))))
+    log_sig = _log_sigmoid(x)
     if pos_weight is not None:
         scale = ir.op("add", ir.op("mul", ir.op("sub", _f(L.t(pos_weight)), ir.const(1.0)), t),
                       ir.const(1.0))
@@ -492,12 +497,6 @@ def _multilabel_soft_margin_loss(L: Lowering, input, target, weight=None, size_a
                               ir.op("mul", ir.op("sub", ir.const(1.0), y), neg)))
     per_sample = L.reduce("mean", loss, len(x.shape) - 1)
     return _reduce_loss(L, per_sample, _reduction_arg(size_average, reduce, reduction))
-
-
-def _log_sigmoid(x: ir.Expr) -> ir.Expr:
-    """``min(x, 0) - log(1 + exp(-|x|))``."""
-    return ir.op("sub", ir.op("minimum", x, ir.const(0.0)),
-                 log1p(ir.op("exp", ir.op("neg", ir.op("abs", x)))))
 
 
 @fn(F.poisson_nll_loss)

@@ -267,9 +267,8 @@ def _index(x: ir.Expr, key, L=None) -> ir.Expr:
         if L is None:
             raise Unsupported("tensor indexing")
         return _advanced(L, x, key)
-    lists = [d for d, k in enumerate(key) if isinstance(k, list)]
-    if lists:
-        return _list_index(x, key, lists)
+    if any(isinstance(k, list) for k in key):
+        return _list_index(x, key)
     n_real = sum(1 for k in key if k is not None and k is not Ellipsis)
     if Ellipsis in key:
         i = key.index(Ellipsis)
@@ -299,12 +298,18 @@ def _index(x: ir.Expr, key, L=None) -> ir.Expr:
 MAX_LIST_INDEX = 64  # entries of a literal list index, each a one-wide slice concatenated
 
 
-def _list_index(x: ir.Expr, key: tuple, lists: list[int]) -> ir.Expr:
+def _whole_for_ellipsis(key: tuple, rank: int) -> tuple:
+    """``key`` with its ``...`` replaced by a whole slice for each dim it stands for."""
+    if Ellipsis not in key:
+        return key
+    i = key.index(Ellipsis)
+    return key[:i] + (slice(None),) * (rank - len(key) + 1) + key[i + 1:]
+
+
+def _list_index(x: ir.Expr, key: tuple) -> ir.Expr:
     """``x[:, [0, 2]]``: one literal list of ints, the other keys slices (``:``, ``...``): a
     strided slice where the entries step evenly, else their one-wide slices concatenated."""
-    if Ellipsis in key:
-        i = key.index(Ellipsis)
-        key = key[:i] + (slice(None),) * (len(x.shape) - len(key) + 1) + key[i + 1:]
+    key = _whole_for_ellipsis(key, len(x.shape))
     lists = [j for j, k in enumerate(key) if isinstance(k, list)]
     d = lists[0] if len(lists) == 1 else -1
     entries = key[d] if d >= 0 else None
@@ -330,9 +335,7 @@ def _advanced(L, x: ir.Expr, key: tuple) -> ir.Expr:
     """``x[:, i, j]``: integer index tensors at adjacent dims (the others whole, ``:``), as
     PyTorch's advanced indexing: the indices broadcast together, their dims merged into one
     linear index, and the result's indexed dims replaced by the indices' shape."""
-    if Ellipsis in key:
-        i = key.index(Ellipsis)
-        key = key[:i] + (slice(None),) * (len(x.shape) - len(key) + 1) + key[i + 1:]
+    key = _whole_for_ellipsis(key, len(x.shape))
     key = key + (slice(None),) * (len(x.shape) - len(key))
     at = [d for d, k in enumerate(key) if isinstance(k, ir.Expr)]
     whole = all(k == slice(None) for d, k in enumerate(key) if d not in at)
@@ -407,9 +410,8 @@ def _select_scatter(L, x, src, dim, index):
     x, src = L.t(x), L.t(src)
     d = dim % len(x.shape)
     at = index % x.shape[d]
-    row = ir.broadcast_to(src, x.shape[:d] + x.shape[d + 1:]) if isinstance(src, ir.Expr) else src
-    row = ir.reshape(row, x.shape[:d] + (1,) + x.shape[d + 1:]) if isinstance(row, ir.Expr) \
-        else row
+    row = ir.reshape(ir.broadcast_to(src, x.shape[:d] + x.shape[d + 1:]),
+                     x.shape[:d] + (1,) + x.shape[d + 1:])
     return _slice_scatter(L, x, row, d, at, at + 1)
 
 
