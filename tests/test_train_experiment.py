@@ -69,6 +69,7 @@ def test_the_toy_plan_runs_every_stage_and_resumes(tmp_path, monkeypatch):
     ({"colour": "red"}, "unknown keys colour"),
     ({"rl_n": 1}, "rl_n at least 2"),
     ({"eval_max_new_tokens": -1}, "eval_max_new_tokens at least 0"),
+    ({"eval_temperature": -0.5}, "eval_temperature must be at least 0"),
 ])
 def test_a_bad_plan_is_one_line(tmp_path, change, message):
     from typer.testing import CliRunner
@@ -101,3 +102,17 @@ def test_training_programs_never_include_a_held_out_program(tmp_path):
     counts = decontaminate(train, held)
     assert [json.loads(x)["id"] for x in train.read_text().splitlines()] == ["a", "b", "d"]
     assert counts == {"train": 3, "held_out": 1, "dropped": {"held_out": 1, "repeated": 1}}
+
+
+@pytest.mark.parametrize("stage, temperature", [("sft", 0.0), ("drpo_search", 0.6)])
+def test_held_out_answers_use_the_eval_temperature(tmp_path, monkeypatch, stage, temperature):
+    """Greedy held-out answers (eval_temperature 0); the search still samples at RL's 0.6."""
+    import drtriton.bench
+    from drtriton.train.experiment import _evaluate, load_experiment
+
+    seen = []
+    monkeypatch.setattr(drtriton.bench, "run_bench", lambda config, out: seen.append(config))
+    plan = load_experiment(_toy_plan(tmp_path, eval_temperature=0.0, temperature=0.6))
+    _evaluate(stage)(plan, tmp_path)
+    assert [c.temperature for c in seen] == [temperature]
+    assert seen[0].search == stage.endswith("_search")

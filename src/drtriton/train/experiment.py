@@ -67,7 +67,9 @@ class ExperimentPlan:
     # the held-out answers' (0: max_new_tokens): level-5 translations run longer than the
     # training levels' (with shape notes, 13 of 33 compiler answers over 2,048 tokens)
     eval_max_new_tokens: int = 0
-    temperature: float = 0.6
+    temperature: float = 0.6  # RL's and the search's sampling
+    # the held-out answers' (0: greedy decoding, one deterministic answer per program)
+    eval_temperature: float = 0.6
     search_wall_s: float = 120.0
     # judging cost: timed calls per candidate for about this long (CUDA; the judge's default is
     # 1 s), and the held-out evaluations' torch.compile baseline (the summary uses eager's)
@@ -93,6 +95,8 @@ class ExperimentPlan:
                   self.sft_steps, self.rl_steps, self.rl_programs_per_step)
         if min(counts) < 1 or self.rl_n < 2:
             raise ValueError("counts and steps must be at least 1, rl_n at least 2")
+        if min(self.temperature, self.eval_temperature) < 0:
+            raise ValueError("temperature and eval_temperature must be at least 0")
         if self.max_new_tokens < 1 or self.eval_max_new_tokens < 0:
             raise ValueError("max_new_tokens must be at least 1, eval_max_new_tokens at least 0")
 
@@ -271,11 +275,13 @@ def _evaluate(stage: str) -> Callable[[ExperimentPlan, Path], None]:
     def step(plan: ExperimentPlan, out: Path) -> None:
         from drtriton.bench import BenchConfig, run_bench
 
+        search = stage.endswith("_search")  # samples many answers: the RL temperature
         config = BenchConfig(levels=plan.eval_levels, num=plan.eval_programs_per_level,
                              scale=plan.scale, programs=str(out / "eval_programs.jsonl"),
                              policy=f"hf:{_model_of(stage, out)}", device=plan.device,
-                             search=stage.endswith("_search"), search_with_compiler=False,
-                             search_wall_s=plan.search_wall_s, temperature=plan.temperature,
+                             search=search, search_with_compiler=False,
+                             search_wall_s=plan.search_wall_s,
+                             temperature=plan.temperature if search else plan.eval_temperature,
                              max_new_tokens=plan.eval_max_new_tokens or plan.max_new_tokens,
                              generation_batch_size=plan.generation_batch_size,
                              timing_budget_s=plan.eval_timing_budget_s,
