@@ -14,6 +14,7 @@ import torch.nn.functional as F
 from drtriton.compiler import ir
 from drtriton.compiler.kernels.scatter import scatter
 from drtriton.compiler.lower import Lowering, Unsupported
+from drtriton.compiler.lower import _tuple as ntuple
 from drtriton.compiler.lowerings.registry import fn, method
 
 
@@ -123,13 +124,9 @@ def _unpool(L, nsp: int, x, indices, kernel_size, stride=None, padding=0, output
     """``max_unpool``: each value written at the position its max pooling recorded, in a zero
     plane of the output size (default ``(in - 1) * stride - 2 * padding + kernel``)."""
     x, indices = L.t(x), L.t(indices)
-
-    def per_dim(v):
-        return tuple(v) if isinstance(v, list | tuple) else (v,) * nsp
-
-    ksz = per_dim(kernel_size)
-    strides = ksz if stride is None else per_dim(stride)
-    pads = per_dim(padding)
+    ksz = ntuple(kernel_size, nsp)
+    strides = ksz if stride is None else ntuple(stride, nsp)
+    pads = ntuple(padding, nsp)
     lead, ins = x.shape[:-nsp], x.shape[-nsp:]
     if output_size is None:
         outs = tuple((i - 1) * s - 2 * p + k for i, s, p, k in zip(ins, strides, pads, ksz,
@@ -155,9 +152,8 @@ def _fold(L, input, output_size, kernel_size, dilation=1, padding=0, stride=1):
     each (channel, tap, block) is affine in aranges along its own axes, so no division is
     needed; taps that fall in the padding are aimed past the image and write nothing."""
     x = L.t(input)
-    pair = lambda v: tuple(v) if isinstance(v, list | tuple) else (v, v)  # noqa: E731
-    (h, w), (kh, kw), (dh, dw), (ph, pw), (sh, sw) = map(
-        pair, (output_size, kernel_size, dilation, padding, stride))
+    (h, w), (kh, kw), (dh, dw), (ph, pw), (sh, sw) = (
+        ntuple(v, 2) for v in (output_size, kernel_size, dilation, padding, stride))
     unbatched = len(x.shape) == 2
     if unbatched:
         x = ir.reshape(x, (1,) + x.shape)

@@ -269,10 +269,7 @@ def _index(x: ir.Expr, key, L=None) -> ir.Expr:
         return _advanced(L, x, key)
     if any(isinstance(k, list) for k in key):
         return _list_index(x, key)
-    n_real = sum(1 for k in key if k is not None and k is not Ellipsis)
-    if Ellipsis in key:
-        i = key.index(Ellipsis)
-        key = key[:i] + (slice(None),) * (len(x.shape) - n_real) + key[i + 1:]
+    key = _whole_for_ellipsis(key, len(x.shape))
     key = key + (slice(None),) * (len(x.shape) - sum(1 for k in key if k is not None))
     shape, maps, d = [], [], 0
     for k in key:
@@ -299,11 +296,13 @@ MAX_LIST_INDEX = 64  # entries of a literal list index, each a one-wide slice co
 
 
 def _whole_for_ellipsis(key: tuple, rank: int) -> tuple:
-    """``key`` with its ``...`` replaced by a whole slice for each dim it stands for."""
+    """``key`` with its ``...`` replaced by a whole slice for each dim it stands for (the
+    dims no other key indexes; ``None`` inserts a dim and indexes none)."""
     if Ellipsis not in key:
         return key
     i = key.index(Ellipsis)
-    return key[:i] + (slice(None),) * (rank - len(key) + 1) + key[i + 1:]
+    indexed = sum(1 for k in key if k is not None and k is not Ellipsis)
+    return key[:i] + (slice(None),) * (rank - indexed) + key[i + 1:]
 
 
 def _list_index(x: ir.Expr, key: tuple) -> ir.Expr:
