@@ -414,6 +414,31 @@ def test_pairs_judges_only_the_sample_it_is_asked_to(tmp_path, fake_judge):
         PairsConfig(str(path), str(out), teacher="openai:u#m", verify_fraction=0.5).validate()
 
 
+def test_a_cpu_writes_a_gpus_unjudged_pairs_and_leaves_the_sample(tmp_path, fake_judge):
+    from drtriton.train.pairs import PairsConfig, in_sample, run_pairs
+
+    programs, out = stored_programs(6), tmp_path / "pairs.jsonl"
+    path = tmp_path / "programs.jsonl"
+    path.write_text("".join(json.dumps(r) + "\n" for r in programs))
+    sampled = {r["id"] for r in programs if in_sample(r["id"], 0.5)}
+    assert 0 < len(sampled) < 6
+    config = PairsConfig(str(path), str(out), device="cpu", verify_fraction=0.5,
+                         target="cuda", unjudged_only=True, compile_workers=1)
+    counts = run_pairs(config)
+    pairs = [json.loads(line) for line in out.read_text().splitlines()]
+    assert fake_judge.judged == [] and counts["left_to_judge"] == len(sampled)
+    assert {p["program_id"] for p in pairs} == {r["id"] for r in programs} - sampled
+    assert all("device: cuda" in p["answer"] and p["verdict"] is None for p in pairs)
+    counts = run_pairs(PairsConfig(str(path), str(out), device="cpu", verify_fraction=0.5))
+    assert len(fake_judge.judged) == len(sampled) and "left_to_judge" not in counts
+    assert counts["correct"] == len(sampled) and counts["unverified"] == 6 - len(sampled)
+    with pytest.raises(ValueError, match="cannot be judged on cpu"):
+        run_pairs(PairsConfig(str(path), str(out), device="cpu", verify_fraction=0.5,
+                              target="cuda"))
+    with pytest.raises(ValueError, match="verify_fraction below 1"):
+        PairsConfig(str(path), str(out), unjudged_only=True).validate()
+
+
 def test_pairs_keep_the_teachers_failures_in_the_programs_record(tmp_path, fake_judge,
                                                                  monkeypatch):
     from drtriton.judge import Verdict

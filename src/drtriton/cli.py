@@ -618,6 +618,13 @@ def pairs(
     verify_fraction: float = typer.Option(
         1.0, help="With the compiler as teacher: judge this fixed share of the programs "
                   "(the rest are written unjudged, verdict null)."),
+    target: str = typer.Option(
+        None, help="With the compiler as teacher: write candidates for this device (cpu | "
+                   "cuda; default: the judge's)."),
+    unjudged_only: bool = typer.Option(
+        False, help="Write only the programs outside the judged sample, judging nothing; a "
+                    "later run on the target device judges the sample (a CPU can write a "
+                    "GPU's pairs)."),
     unsafe_no_sandbox: bool = typer.Option(False, "--unsafe-no-sandbox", help=UNSAFE_HELP),
 ) -> None:
     """Run a teacher on programs and keep only judge-verified answers (warm-up pairs).
@@ -631,7 +638,8 @@ def pairs(
     config = PairsConfig(str(programs), str(out), teacher, samples, device=device,
                          judge_workers=judge_workers, temperature=temperature,
                          unsafe_no_sandbox=unsafe_no_sandbox, variants=variants,
-                         shape_notes=shape_notes, verify_fraction=verify_fraction)
+                         shape_notes=shape_notes, verify_fraction=verify_fraction,
+                         target=target, unjudged_only=unjudged_only)
     _run_training(pairs_command, config)
 
 

@@ -5,17 +5,23 @@ Rejection sampling: the teacher, named like every policy (``compiler``, ``hf:MOD
 program (the compiler is deterministic: its one answer is judged once), each parsed answer is
 judged, and the first correct one per program is written as a pair with its verdict (with the
 compiler as teacher, ``verify_fraction`` below 1 judges only a fixed sample of the programs and
-writes the others' answers with a null verdict). Output: one
+writes the others' answers with a null verdict; ``unjudged_only`` writes only those, for a
+``target`` device the judge is not on, and leaves the sample to a run there). Output: one
 JSON record a line with ``program_id``, ``level``, ``source`` (the PyTorch program), ``answer``
 (the assistant text the SFT stage trains on), ``teacher`` (the spec) and ``verdict``.
 
     drtriton pairs --programs programs.jsonl --out pairs.jsonl --teacher compiler --device cpu
     drtriton pairs --programs programs.jsonl --out pairs.jsonl \
         --teacher openai:http://127.0.0.1:8000/v1#Qwen/Qwen2.5-Coder-7B-Instruct
+    drtriton pairs --programs programs.jsonl --out pairs.jsonl --variants 2 \
+        --verify-fraction 0.02 --target cuda --unjudged-only   # on a CPU; then, on a GPU:
+    drtriton pairs --programs programs.jsonl --out pairs.jsonl --variants 2 \
+        --verify-fraction 0.02 --device cuda                   # judges the sample
 """
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import hashlib
 import json
@@ -24,6 +30,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from drtriton.bench import HELD_OUT_SEED
+from drtriton.devices import device_kind
 from drtriton.policy import Policy, Sampling, load_policy, parse_policy_spec
 from drtriton.prompts import AnswerParseError, parse_answer
 
@@ -55,6 +62,12 @@ class PairsConfig:
     # with the compiler as teacher: each answer states the program's shapes (every input's and
     # op's result) before its code (``CompilerPolicy.shape_notes``)
     shape_notes: bool = False
+    # with the compiler as teacher: the device its candidates are written for (cpu | cuda;
+    # None: the judge's). Compiling needs no GPU, so a CPU can write a GPU's unjudged pairs
+    target: str | None = None
+    # write only the programs outside the verified sample (nothing judged); the sample's
+    # programs stay unfinished for a run on the device the candidates target, resuming ``out``
+    unjudged_only: bool = False
 
     def validate(self) -> None:
         kind, args = parse_policy_spec(self.teacher)  # ValueError naming the accepted specs
@@ -74,6 +87,19 @@ class PairsConfig:
             raise ValueError("shape notes need the compiler as teacher")
         if self.variants > 1 and kind != "compiler":
             raise ValueError("--variants needs the compiler as teacher (--teacher compiler)")
+        if self.target is not None and kind != "compiler":
+            raise ValueError("--target needs the compiler as teacher (--teacher compiler)")
+        if self.target not in (None, "cpu", "cuda"):
+            raise ValueError(f"target must be cpu or cuda, got {self.target!r}")
+        if self.unjudged_only and self.verify_fraction >= 1.0:
+            raise ValueError("--unjudged-only needs a verify_fraction below 1 (else every "
+                             "program is judged)")
+
+    def check_target(self, judge_device: str) -> None:
+        """``ValueError`` when answers would be judged on a device they are not written for."""
+        if self.target and not self.unjudged_only and device_kind(judge_device) != self.target:
+            raise ValueError(f"answers written for {self.target} cannot be judged on "
+                             f"{judge_device}; add --unjudged-only (the sample is judged later)")
 
 
 def read_records(path: str | Path, required: tuple[str, ...], kind: str) -> list[dict]:
@@ -133,6 +159,7 @@ def run_pairs(config: PairsConfig, progress=None, on_skip=None) -> dict:
                                timing_budget_s=config.timing_budget_s,
                                unsafe_no_sandbox=config.unsafe_no_sandbox)
     device = judge_config.resolved_device()
+    config.check_target(device)
     out = Path(config.out)
     out.parent.mkdir(parents=True, exist_ok=True)
     ledger = out.with_name(out.name + ".programs.jsonl")
@@ -141,16 +168,21 @@ def run_pairs(config: PairsConfig, progress=None, on_skip=None) -> dict:
     for record in finished.values():
         counts.update(_countable(record["counts"]))
     todo = [p for p in programs if p["id"] not in finished]
-    done = len(programs) - len(todo)
+    deferred = {p["id"] for p in todo if config.unjudged_only
+                and in_sample(p["id"], config.verify_fraction)}
+    todo = [p for p in todo if p["id"] not in deferred]
+    done = len(programs) - len(todo) - len(deferred)
     if progress and done:
         progress(done, len(programs))
     if todo:
-        teacher = load_policy(config.teacher, device, precision=judge_config.precision)
+        teacher = load_policy(config.teacher, config.target or device,
+                              precision=judge_config.precision)
         if config.shape_notes:
             teacher = dataclasses.replace(teacher, shape_notes=True)
         sampling = Sampling(temperature=config.temperature, max_new_tokens=config.max_new_tokens)
-        with JudgePool(judge_config, config.judge_workers) as pool, \
-                _compilers(config, device) as compilers, \
+        judges = (contextlib.nullcontext() if config.unjudged_only
+                  else JudgePool(judge_config, config.judge_workers))
+        with judges as pool, _compilers(config, device) as compilers, \
                 out.open("a") as pairs_file, ledger.open("a") as ledger_file:
             for start in range(0, len(todo), config.chunk):
                 chunk = todo[start:start + config.chunk]
@@ -162,6 +194,7 @@ def run_pairs(config: PairsConfig, progress=None, on_skip=None) -> dict:
                     if progress:
                         progress(done, len(programs))
     counts["programs"] = len(programs)
+    counts["left_to_judge"] = len(deferred)
     return {k: v for k, v in counts.items() if v}
 
 
@@ -218,13 +251,14 @@ def _resume(out: Path, ledger: Path) -> dict[str, dict]:
 def _compilers(config: PairsConfig, device: str):
     """A process pool for the compiler's variants (a context manager; a null one for one
     worker or another teacher). Spawned, not forked: the parent runs judge threads."""
-    import contextlib
     import multiprocessing
     import os
     from concurrent.futures import ProcessPoolExecutor
 
     workers = config.compile_workers
-    if workers is None:
+    if workers is None and config.unjudged_only:  # no judge: every core compiles
+        workers = min(8, os.cpu_count() or 1)
+    elif workers is None:
         workers = min(8, max(1, (os.cpu_count() or 2) // 2)) if device != "cpu" else 1
     if config.variants <= 1 or workers <= 1:
         return contextlib.nullcontext()

@@ -94,6 +94,10 @@ def pairs_command(config, console: Console) -> str:
             raise UsageError(str(exc)) from None
     detail = ", ".join(f"{k}={v}" for k, v in sorted(counts.items()))
     pairs, unjudged = counts.get("pairs", 0), counts.get("unverified", 0)
+    if counts.get("left_to_judge"):
+        return (f"wrote {pairs} unjudged pairs to {config.out}; the judged sample's "
+                f"{counts['left_to_judge']} programs are left for a run on "
+                f"{config.target or config.device} ({detail})")
     if unjudged:
         return (f"wrote {pairs} pairs, {pairs - unjudged} of them verified, to {config.out} "
                 f"({detail})")
