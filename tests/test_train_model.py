@@ -45,6 +45,26 @@ def test_a_tokenizer_trained_on_our_corpus_encodes_its_text_more_tightly(tmp_pat
     assert ours.decode(ours(line)["input_ids"]) == line
 
 
+def test_every_digit_is_its_own_token_unless_asked_otherwise(tmp_path):
+    import json
+
+    from transformers import AutoTokenizer
+
+    from drtriton.train.model import train_tokenizer
+
+    line = "buf = torch.empty((1, 5708, 5497)); k0[(4,)](x, 31376876, BLOCK=1024)"
+    corpus = tmp_path / "pairs.jsonl"
+    corpus.write_text("".join(json.dumps({"source": "x", "answer": line * 3}) + "\n"
+                              for _ in range(200)))
+    split = AutoTokenizer.from_pretrained(train_tokenizer(tmp_path / "split", 1024, [corpus]))
+    whole = AutoTokenizer.from_pretrained(train_tokenizer(tmp_path / "whole", 1024, [corpus],
+                                                          split_digits=False))
+    digits = [t for t in split.tokenize(line) if any(ch.isdigit() for ch in t)]
+    assert digits and all(len(t.lstrip("Ġ")) == 1 for t in digits), digits
+    assert any(len(t.lstrip("Ġ")) > 1 and t.lstrip("Ġ").isdigit() for t in whole.tokenize(line))
+    assert split.decode(split(line)["input_ids"]) == line
+
+
 def test_the_scratch_preset_travels_as_small_files(tmp_path):
     from drtriton.train.model import MAX_SHARD_MB, PRESETS, init_model, train_tokenizer
 

@@ -569,12 +569,14 @@ def tokenizer(
         [], "--corpus", help="JSONL files (programs, pairs, candidates) whose source, answer and "
                              "candidate fields join the package's sources; repeatable."),
     vocab_size: int = typer.Option(8192, min=300, help="Vocabulary size, at least 300."),
+    split_digits: bool = typer.Option(
+        True, help="One token per digit (numbers spelled alike everywhere)."),
 ) -> None:
     """Train a byte-level BPE tokenizer on our own programs and candidates, offline."""
     from drtriton.train.recipes import tokenizer_command
 
     _check_out_dir(out)
-    _run_training(tokenizer_command, out, corpus, vocab_size)
+    _run_training(tokenizer_command, out, corpus, vocab_size, split_digits)
 
 
 @app.command("init-model")

@@ -51,6 +51,7 @@ class ExperimentPlan:
     eval_programs_per_level: int = 100
     eval_programs: str = ""  # held-out JSONL to use instead of synthesizing
     vocab_size: int = 8192
+    split_digits: bool = True  # one token per digit (``build_tokenizer``)
     preset: str = "scratch"
     seed: int = 0
     variants: int = 4
@@ -216,7 +217,8 @@ def _program_file(given: str, path: Path, levels, num: int, seed: int, scale: st
 def _tokenizer(plan: ExperimentPlan, out: Path) -> None:
     from drtriton.train.model import train_tokenizer
 
-    train_tokenizer(out / "tokenizer", plan.vocab_size, [out / "train_programs.jsonl"])
+    train_tokenizer(out / "tokenizer", plan.vocab_size, [out / "train_programs.jsonl"],
+                    plan.split_digits)
 
 
 def _untrained(plan: ExperimentPlan, out: Path) -> None:

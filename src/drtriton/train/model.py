@@ -68,23 +68,29 @@ def corpus(files: list[str | Path] = ()) -> list[str]:
     return texts
 
 
-def train_tokenizer(out: str | Path, vocab_size: int, files: list[str | Path] = ()) -> Path:
+def train_tokenizer(out: str | Path, vocab_size: int, files: list[str | Path] = (),
+                    split_digits: bool = True) -> Path:
     """Train the tokenizer on ``corpus(files)`` and save it to ``out``; returns the directory."""
     if vocab_size < 300:
         raise ValueError(f"vocab size must be at least 300 (256 bytes + merges), got {vocab_size}")
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
-    build_tokenizer(vocab_size, corpus(files)).save_pretrained(out)
+    build_tokenizer(vocab_size, corpus(files), split_digits).save_pretrained(out)
     return out
 
 
-def build_tokenizer(vocab_size: int, texts: list[str] | None = None):
-    """A byte-level BPE ``PreTrainedTokenizerFast`` with ChatML special tokens and template."""
+def build_tokenizer(vocab_size: int, texts: list[str] | None = None, split_digits: bool = True):
+    """A byte-level BPE ``PreTrainedTokenizerFast`` with ChatML special tokens and template;
+    ``split_digits``: every digit its own token, so a number is spelled the same way wherever
+    it appears (plain BPE cut 5497 as 5|49|7 and 5708 as 57|08: a shape the model never saw
+    whole is made of pieces it rarely saw; about 11% more tokens on the compiler's answers)."""
     from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
     from transformers import PreTrainedTokenizerFast
 
     bpe = Tokenizer(models.BPE())
-    bpe.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    byte_level = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    bpe.pre_tokenizer = (pre_tokenizers.Sequence([pre_tokenizers.Digits(individual_digits=True),
+                                                  byte_level]) if split_digits else byte_level)
     bpe.decoder = decoders.ByteLevel()
     trainer = trainers.BpeTrainer(
         vocab_size=vocab_size,

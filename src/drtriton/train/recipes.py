@@ -41,7 +41,8 @@ def _check_device(device: str) -> None:
         raise UsageError(f"--device {device} requested but no CUDA GPU is visible")
 
 
-def tokenizer_command(out: Path, corpus: list[Path], vocab_size: int, console: Console) -> str:
+def tokenizer_command(out: Path, corpus: list[Path], vocab_size: int, split_digits: bool,
+                      console: Console) -> str:
     from drtriton.train.model import train_tokenizer
 
     for path in corpus:
@@ -49,7 +50,7 @@ def tokenizer_command(out: Path, corpus: list[Path], vocab_size: int, console: C
     if out.exists() and not out.is_dir():
         raise UsageError(f"{out} exists and is not a directory")
     try:
-        path = train_tokenizer(out, vocab_size, corpus)
+        path = train_tokenizer(out, vocab_size, corpus, split_digits)
     except ValueError as exc:
         raise UsageError(str(exc)) from None
     return f"wrote a {vocab_size}-token BPE tokenizer ({len(corpus)} corpus files) to {path}"
