@@ -33,6 +33,13 @@ def test_the_toy_plan_runs_every_stage_and_resumes(tmp_path, monkeypatch):
     from drtriton.train.experiment import STAGES
 
     plan = _toy_plan(tmp_path)
+    (tmp_path / "results").mkdir()
+    (tmp_path / "results" / "summary.json").write_text('{"earlier": "run"}')
+    prepared = CliRunner().invoke(app, ["learn", "--plan", str(plan), "--until", "untrained"])
+    assert prepared.exit_code == 0, prepared.output
+    # no held-out evaluation yet: an earlier run's results stay, the run keeps its own summary
+    assert json.loads((tmp_path / "results" / "summary.json").read_text()) == {"earlier": "run"}
+    assert "summary.json" in prepared.output and (tmp_path / "run" / "summary.json").exists()
     part = CliRunner().invoke(app, ["learn", "--plan", str(plan), "--until", "eval_sft"])
     assert part.exit_code == 0, part.output
     run = tmp_path / "run"

@@ -164,10 +164,17 @@ def run_experiment(plan: ExperimentPlan, say: Callable[[str], None] = print,
         (out / "stage_costs.json").write_text(json.dumps(costs, indent=1))
         (out / f"{name}.done").write_text("")
     summary = summarize(plan, out, costs)
-    results = Path(plan.results)
-    results.mkdir(parents=True, exist_ok=True)
-    (results / "summary.json").write_text(json.dumps(summary, indent=1))
+    (out / "summary.json").write_text(json.dumps(summary, indent=1))
+    if has_evaluations(summary):  # a run prepared up to pairs leaves a committed summary alone
+        results = Path(plan.results)
+        results.mkdir(parents=True, exist_ok=True)
+        (results / "summary.json").write_text(json.dumps(summary, indent=1))
     return summary
+
+
+def has_evaluations(summary: dict) -> bool:
+    """Whether any stage of ``summary`` was evaluated on held-out programs."""
+    return any(m["n"] for stages in summary["levels"].values() for m in stages.values())
 
 
 def _programs(plan: ExperimentPlan, out: Path) -> None:

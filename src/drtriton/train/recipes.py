@@ -159,7 +159,13 @@ def _fmt(x: float | None) -> str:
 
 
 def learn_command(plan_path: Path, until: str | None, console: Console) -> str:
-    from drtriton.train.experiment import STAGES, check_stage, load_experiment, run_experiment
+    from drtriton.train.experiment import (
+        STAGES,
+        check_stage,
+        has_evaluations,
+        load_experiment,
+        run_experiment,
+    )
 
     _need_file(plan_path, "plan file")
     try:
@@ -175,7 +181,8 @@ def learn_command(plan_path: Path, until: str | None, console: Console) -> str:
     for level, stages in summary["levels"].items():
         shown = ", ".join(f"{s} {_fmt_rate(stages[s]['accuracy'])}" for s in STAGES)
         lines.append(f"L{level}: {shown}")
-    return f"summary in {plan.results}/summary.json; accuracy " + "; ".join(lines)
+    where = plan.results if has_evaluations(summary) else plan.out  # results: evaluated runs
+    return f"summary in {where}/summary.json; accuracy " + "; ".join(lines)
 
 
 def _fmt_rate(x: float | None) -> str:
