@@ -3,7 +3,7 @@
 # commit, resuming from the run directory an earlier call sent back; leave in $OUT the run
 # directory and results (gzipped tar in parts of at most 15 MB, less the untrained model's
 # weights, which its seed remakes), the judge's caches, and the logs.
-#   git archive SHA -o scratch/head.tar                       # on this machine, once per commit
+#   bash benchmarks/remote_prepare.sh SHA PLAN                # on this machine, once per commit
 #   bash benchmarks/remote_learn.sh SHA SECONDS [PLAN] [UNTIL]   # there (carry scratch, .deb)
 # Carried inputs: those of remote_setup.sh, scratch/carry/run.tgz.part-* and
 # scratch/carry/xdg.tar.gz (an earlier call's $OUT files).

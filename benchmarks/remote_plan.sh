@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Run a benchmark plan on a lent GPU machine from an archive of one commit, resuming from the
 # results file the working tree carries, and leave the results and the judge's caches in $OUT.
-#   git archive SHA -o scratch/head.tar            # on this machine, once per commit
+#   bash benchmarks/remote_prepare.sh SHA           # on this machine, once per commit
 #   bash benchmarks/remote_plan.sh SHA SECONDS [PLAN]   # on the lent machine (carry scratch, .deb)
 # Optional carried inputs: .deb/*.deb (bubblewrap, unpacked under /opt/bw), scratch/whl/*.whl
 # (packages the image lacks), scratch/carry/xdg.tar.gz (the baseline and tuning caches of an

@@ -268,3 +268,15 @@ def test_modes_are_judged_in_the_plans_order(tmp_path, monkeypatch):
     monkeypatch.setattr(bench_run, "solve_problem", solve)
     run_plan(plan, unsafe_no_sandbox=True)
     assert order == ["strict", "hybrid"]
+
+
+def test_remote_prepare_without_a_venv_is_one_line(tmp_path):
+    import os
+    import subprocess
+
+    script = Path(__file__).resolve().parents[1] / "benchmarks" / "remote_prepare.sh"
+    done = subprocess.run(["bash", str(script)], capture_output=True, text=True, check=False,
+                          env={**os.environ, "PY": str(tmp_path / "no-python")})
+    assert done.returncode == 2
+    missing = tmp_path / "no-python"
+    assert done.stdout.strip() == f"remote_prepare.sh: no {missing} (run make venv first)"
