@@ -250,6 +250,24 @@ def test_shape_notes_state_each_inputs_and_ops_shape_before_the_code():
     assert parse_answer(answer) == parse_answer(plain) and "Shapes:" not in plain
 
 
+def test_shape_notes_carry_each_ops_arguments_and_broadcast_alignment():
+    from drtriton.compiler.capture import capture
+    from drtriton.compiler.notes import shape_notes
+
+    source = (PROGRAM.replace("def forward(self, x):", "def forward(self, x, y):")
+              .replace("torch.relu(x)", "torch.sum(torch.mul(x, y), dim=-2, keepdim=True)")
+              .replace("[torch.randn(4, 8)]", "[torch.randn(3, 4, 8), torch.randn(4, 1)]"))
+    lines = shape_notes(capture(source)).splitlines()
+    assert lines[2] == "mul = mul(x, y): float32[3, 4, 8], 96 elements; y as [1, 4, 1]"
+    assert lines[3] == "sum_1 = sum(mul, dim=-2, keepdim=True): float32[3, 1, 8], 24 elements"
+    layer = PROGRAM.replace("super().__init__()", "super().__init__()\n        "
+                            "self.conv = nn.Conv1d(4, 2, 3, padding=1)").replace(
+        "torch.relu(x)", "self.conv(x)").replace("[torch.randn(4, 8)]", "[torch.randn(1, 4, 8)]")
+    conv = shape_notes(capture(layer)).splitlines()
+    assert any(line.startswith("conv = Conv1d(4, 2, kernel_size=(3,), stride=(1,), padding=(1,))"
+                               "(x): float32[1, 2, 8]") for line in conv), conv
+
+
 def test_the_static_cache_draws_the_same_tokens_and_forced_lengths_hold(tmp_path):
     from drtriton.policy import prompt_ids, sample_token_ids
     from drtriton.train.model import init_model
