@@ -275,8 +275,8 @@ def test_remote_prepare_without_a_venv_is_one_line(tmp_path):
     import subprocess
 
     script = Path(__file__).resolve().parents[1] / "benchmarks" / "remote_prepare.sh"
-    done = subprocess.run(["bash", str(script)], capture_output=True, text=True, check=False,
-                          env={**os.environ, "PY": str(tmp_path / "no-python")})
-    assert done.returncode == 2
     missing = tmp_path / "no-python"
+    done = subprocess.run(["bash", str(script)], capture_output=True, text=True, check=False,
+                          env={**os.environ, "PY": str(missing)})
+    assert done.returncode == 2
     assert done.stdout.strip() == f"remote_prepare.sh: no {missing} (run make venv first)"

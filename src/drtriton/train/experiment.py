@@ -164,11 +164,12 @@ def run_experiment(plan: ExperimentPlan, say: Callable[[str], None] = print,
         (out / "stage_costs.json").write_text(json.dumps(costs, indent=1))
         (out / f"{name}.done").write_text("")
     summary = summarize(plan, out, costs)
-    (out / "summary.json").write_text(json.dumps(summary, indent=1))
+    text = json.dumps(summary, indent=1)
+    (out / "summary.json").write_text(text)
     if has_evaluations(summary):  # a run prepared up to pairs leaves a committed summary alone
         results = Path(plan.results)
         results.mkdir(parents=True, exist_ok=True)
-        (results / "summary.json").write_text(json.dumps(summary, indent=1))
+        (results / "summary.json").write_text(text)
     return summary
 
 
