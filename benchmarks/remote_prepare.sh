@@ -28,13 +28,7 @@ echo "archive scratch/head-$SHA.tar; $(ls .deb | wc -l) packages in .deb;" \
 [ -n "$PLAN" ] || exit 0
 field() { "$PY" -c "import tomllib; print(tomllib.load(open('$PLAN', 'rb'))['$1'])"; }
 RUN=$(field out)
-if [ ! -f "$RUN/pairs.done" ]; then
-  "$PY" -m drtriton.cli learn --plan "$PLAN" --until untrained
-  notes=$([ "$(field pairs_shape_notes)" = True ] && echo --shape-notes || echo --no-shape-notes)
-  "$PY" -m drtriton.cli pairs --programs "$RUN/train_programs.jsonl" --out "$RUN/pairs.jsonl" \
-    --variants "$(field variants)" --verify-fraction "$(field pairs_verify_fraction)" $notes \
-    --target cuda --unjudged-only
-fi
+"$PY" -m drtriton.cli learn --plan "$PLAN" --prepare-for cuda
 rm -f scratch/carry/run.tgz.part-*
 tar -czf - --exclude="$RUN/untrained/*.safetensors" "$RUN" | split -b 15m - scratch/carry/run.tgz.part-
 echo "run directory $RUN in $(ls scratch/carry/run.tgz.part-* | wc -l) part(s) under scratch/carry"

@@ -71,6 +71,43 @@ def test_the_toy_plan_runs_every_stage_and_resumes(tmp_path, monkeypatch):
     assert again.exit_code == 0 and "stage " not in again.output
 
 
+def test_prepare_for_cuda_writes_the_unjudged_pairs_and_leaves_the_gpu_stages(tmp_path):
+    from typer.testing import CliRunner
+
+    from drtriton.cli import app
+
+    plan = _toy_plan(tmp_path, train_programs_per_level=6, pairs_verify_fraction=0.5)
+    args = ["learn", "--plan", str(plan), "--prepare-for", "cuda"]
+    first = CliRunner().invoke(app, args)
+    assert first.exit_code == 0, first.output
+    run = tmp_path / "run"
+    assert (run / "untrained.done").exists()
+    assert not (run / "eval_untrained.done").exists() and not (run / "pairs.done").exists()
+    trained = len((run / "train_programs.jsonl").read_text().splitlines())
+    ledger = [json.loads(line) for line in (run / "pairs.jsonl.programs.jsonl").open()]
+    pairs = [json.loads(line) for line in (run / "pairs.jsonl").open()]
+    assert 0 < len(ledger) < trained  # the judged sample's programs are left for the GPU
+    assert pairs and all(p["verdict"] is None and "device: cuda" in p["answer"] for p in pairs)
+    assert f"{trained - len(ledger)} programs left to judge" in first.output
+    again = CliRunner().invoke(app, args)  # resumes: nothing is written twice
+    assert again.exit_code == 0 and "stage " not in again.output
+    assert len((run / "pairs.jsonl").read_text().splitlines()) == len(pairs)
+
+
+@pytest.mark.parametrize("extra, message", [
+    (["--prepare-for", "tpu"], "--prepare-for takes cpu or cuda"),
+    (["--prepare-for", "cuda", "--until", "sft"], "exclude each other"),
+])
+def test_a_bad_prepare_is_one_line(tmp_path, extra, message):
+    from typer.testing import CliRunner
+
+    from drtriton.cli import app
+
+    done = CliRunner().invoke(app, ["learn", "--plan", str(_toy_plan(tmp_path)), *extra])
+    assert done.exit_code == 2 and message in done.output
+    assert not (tmp_path / "run").exists()
+
+
 @pytest.mark.parametrize("change, message", [
     ({"train_seed": 1000003}, "held-out benchmark seed"),
     ({"colour": "red"}, "unknown keys colour"),

@@ -650,12 +650,16 @@ def learn(
     plan: Path = typer.Option(..., help="Experiment plan (TOML; benchmarks/plans/learning.toml)."),
     until: str = typer.Option(
         None, help="Stop after this stage (e.g. eval_sft); default: every stage."),
+    prepare_for: str = typer.Option(
+        None, help="Run here only what needs no such device (cuda): programs, tokenizer, the "
+                   "untrained model and the unjudged pairs, compiled for it; the run there "
+                   "judges the pairs' sample and goes on."),
 ) -> None:
     """The learning experiment in one command: programs, tokenizer, pairs, SFT, DRPO and GRPO,
     held-out evaluation of each stage (and DRPO with search); resumes where it stopped."""
     from drtriton.train.recipes import learn_command
 
-    _run_training(learn_command, plan, until)
+    _run_training(learn_command, plan, until, prepare_for)
 
 
 @app.command()

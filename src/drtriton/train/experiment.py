@@ -18,6 +18,10 @@ GPU call's time limit resumes where it stopped; RL resumes from its checkpoint):
    measured costs and the machine.
 
     drtriton learn --plan benchmarks/plans/learning.toml
+    drtriton learn --plan benchmarks/plans/learning.toml --prepare-for cuda   # on a CPU, first
+
+``prepare_experiment`` runs ahead, on a CPU, what a GPU run need not: stages 1 and 2 and the
+pairs outside the verified sample (compiled for the GPU, unjudged).
 """
 
 from __future__ import annotations
@@ -153,6 +157,19 @@ def run_experiment(plan: ExperimentPlan, say: Callable[[str], None] = print,
     out.mkdir(parents=True, exist_ok=True)
     (out / "plan.json").write_text(json.dumps(asdict(plan), indent=1))
     names = STAGE_NAMES if until is None else STAGE_NAMES[:STAGE_NAMES.index(until) + 1]
+    costs = _run_stages(plan, out, names, say)
+    summary = summarize(plan, out, costs)
+    text = json.dumps(summary, indent=1)
+    (out / "summary.json").write_text(text)
+    if has_evaluations(summary):  # a run prepared up to pairs leaves a committed summary alone
+        results = Path(plan.results)
+        results.mkdir(parents=True, exist_ok=True)
+        (results / "summary.json").write_text(text)
+    return summary
+
+
+def _run_stages(plan: ExperimentPlan, out: Path, names, say: Callable[[str], None]) -> dict:
+    """Run each of ``names`` not done yet, marking it done; returns every stage's wall time."""
     costs = _read_json(out / "stage_costs.json") or {}
     for name in names:
         if (out / f"{name}.done").exists():
@@ -163,14 +180,27 @@ def run_experiment(plan: ExperimentPlan, say: Callable[[str], None] = print,
         costs[name] = round(time.perf_counter() - started, 3)
         (out / "stage_costs.json").write_text(json.dumps(costs, indent=1))
         (out / f"{name}.done").write_text("")
-    summary = summarize(plan, out, costs)
-    text = json.dumps(summary, indent=1)
-    (out / "summary.json").write_text(text)
-    if has_evaluations(summary):  # a run prepared up to pairs leaves a committed summary alone
-        results = Path(plan.results)
-        results.mkdir(parents=True, exist_ok=True)
-        (results / "summary.json").write_text(text)
-    return summary
+    return costs
+
+
+def prepare_experiment(plan: ExperimentPlan, target: str, say: Callable[[str], None] = print,
+                       progress=None, on_skip=None) -> dict:
+    """Run on this machine what needs no ``target`` device, ahead of a run there: programs,
+    tokenizer, the untrained model, and the pairs outside the verified sample, written for
+    ``target`` and left unjudged. The ``pairs`` stage stays open, so the run on ``target``,
+    resuming, compiles and judges only the sample; the untrained model's evaluation is its.
+    Returns the pair counts so far (``progress`` and ``on_skip``: ``run_pairs``'s callbacks)."""
+    from drtriton.train.pairs import run_pairs
+
+    out = Path(plan.out)
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "plan.json").write_text(json.dumps(asdict(plan), indent=1))
+    _run_stages(plan, out, ("programs", "tokenizer", "untrained"), say)
+    if (out / "pairs.done").exists():
+        return _read_json(out / "pairs_counts.json") or {}
+    say(f"pairs for {target}, unjudged")
+    config = _pairs_config(plan, out, target=target, unjudged_only=True)
+    return run_pairs(config, progress, on_skip)
 
 
 def has_evaluations(summary: dict) -> bool:
@@ -236,16 +266,23 @@ def _untrained(plan: ExperimentPlan, out: Path) -> None:
 
 
 def _pairs(plan: ExperimentPlan, out: Path) -> None:
-    from drtriton.train.pairs import PairsConfig, run_pairs
+    from drtriton.train.pairs import run_pairs
 
-    counts = run_pairs(PairsConfig(str(out / "train_programs.jsonl"), str(out / "pairs.jsonl"),
-                                   variants=plan.variants, device=plan.device,
-                                   judge_workers=plan.judge_workers,
-                                   timing_budget_s=plan.pairs_timing_budget_s,
-                                   verify_fraction=plan.pairs_verify_fraction,
-                                   shape_notes=plan.pairs_shape_notes,
-                                   unsafe_no_sandbox=plan.unsafe_no_sandbox))
+    counts = run_pairs(_pairs_config(plan, out))
     (out / "pairs_counts.json").write_text(json.dumps(counts, indent=1))
+
+
+def _pairs_config(plan: ExperimentPlan, out: Path, **overrides):
+    """The plan's ``PairsConfig`` (the GPU's stage and the CPU's preparation share it)."""
+    from drtriton.train.pairs import PairsConfig
+
+    return PairsConfig(str(out / "train_programs.jsonl"), str(out / "pairs.jsonl"),
+                       variants=plan.variants, device=plan.device,
+                       judge_workers=plan.judge_workers,
+                       timing_budget_s=plan.pairs_timing_budget_s,
+                       verify_fraction=plan.pairs_verify_fraction,
+                       shape_notes=plan.pairs_shape_notes,
+                       unsafe_no_sandbox=plan.unsafe_no_sandbox, **overrides)
 
 
 def _sft(plan: ExperimentPlan, out: Path) -> None:

@@ -9,6 +9,8 @@ it on stdout) or raises ``UsageError`` with one line for the user (the CLI print
 from __future__ import annotations
 
 import math
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 from rich.console import Console
@@ -70,15 +72,9 @@ def init_model_command(preset: str, out: Path, seed: int, tokenizer_dir: Path | 
     return f"wrote a random {preset} Qwen2 model and its tokenizer to {path}"
 
 
-def pairs_command(config, console: Console) -> str:
-    from drtriton.train.pairs import run_pairs
-
-    _need_file(Path(config.programs), "programs file")
-    _check_device(config.device)
-    try:
-        config.validate()
-    except ValueError as exc:
-        raise UsageError(str(exc)) from None
+@contextmanager
+def _pairs_progress(console: Console) -> Iterator[tuple[Callable, Callable]]:
+    """A progress bar over programs: ``run_pairs``'s ``progress`` and ``on_skip`` callbacks."""
     columns = (TextColumn("pairs"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn())
     with Progress(*columns, console=console) as progress:
         task = progress.add_task("pairs", total=None)
@@ -89,6 +85,19 @@ def pairs_command(config, console: Console) -> str:
         def skip(program_id: str, reason: str) -> None:
             progress.console.print(f"skipped program {program_id}: {reason}")
 
+        yield advance, skip
+
+
+def pairs_command(config, console: Console) -> str:
+    from drtriton.train.pairs import run_pairs
+
+    _need_file(Path(config.programs), "programs file")
+    _check_device(config.device)
+    try:
+        config.validate()
+    except ValueError as exc:
+        raise UsageError(str(exc)) from None
+    with _pairs_progress(console) as (advance, skip):
         try:
             counts = run_pairs(config, advance, skip)
         except ValueError as exc:
@@ -158,12 +167,14 @@ def _fmt(x: float | None) -> str:
     return "nan" if x is None or not math.isfinite(x) else f"{x:.4g}"
 
 
-def learn_command(plan_path: Path, until: str | None, console: Console) -> str:
+def learn_command(plan_path: Path, until: str | None, prepare_for: str | None,
+                  console: Console) -> str:
     from drtriton.train.experiment import (
         STAGES,
         check_stage,
         has_evaluations,
         load_experiment,
+        prepare_experiment,
         run_experiment,
     )
 
@@ -172,11 +183,20 @@ def learn_command(plan_path: Path, until: str | None, console: Console) -> str:
         check_stage(until)
     except ValueError as exc:
         raise UsageError(f"--until: {exc}") from None
+    if prepare_for is not None and (until is not None or prepare_for not in ("cpu", "cuda")):
+        raise UsageError("--prepare-for takes cpu or cuda, and no --until"
+                         if until is None else "--prepare-for and --until exclude each other")
     try:
         plan = load_experiment(plan_path)
     except ValueError as exc:
         raise UsageError(str(exc)) from None
-    summary = run_experiment(plan, lambda line: console.print(line), until)
+    say = lambda line: console.print(line)  # noqa: E731
+    if prepare_for is not None:
+        with _pairs_progress(console) as (advance, skip):
+            counts = prepare_experiment(plan, prepare_for, say, advance, skip)
+        return (f"{plan.out} prepared for {prepare_for}: {counts.get('pairs', 0)} unjudged "
+                f"pairs, {counts.get('left_to_judge', 0)} programs left to judge there")
+    summary = run_experiment(plan, say, until)
     lines = []
     for level, stages in summary["levels"].items():
         shown = ", ".join(f"{s} {_fmt_rate(stages[s]['accuracy'])}" for s in STAGES)
