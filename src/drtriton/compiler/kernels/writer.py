@@ -106,6 +106,14 @@ def _spans_tile(terms: list[str], tile_axes: dict[str, int]) -> bool:
     return 0 in axes and 1 in axes
 
 
+def _broadcast_rows(terms: list[str], tile_axes: dict[str, int], coarse: set[str]) -> bool:
+    """Whether every row term of a tile's offsets is a coarse index (``Writer.coarse``): the
+    rows of a tile then read a few short runs again and again, a small broadcast operand."""
+    rows = [t for t in terms if _term_axis(t, tile_axes) == 0]
+    leads = [re.match(r"\(*([A-Za-z_]\w*)", t) for t in rows]
+    return bool(rows) and all(m is not None and m.group(1) in coarse for m in leads)
+
+
 def next_pow2(n: int) -> int:
     p = 1
     while p < n:
@@ -246,6 +254,8 @@ class Writer:
         # variables holding a 2-D tile's row ([BM, 1]: 0) or column ([1, BR]: 1) indices, and
         # those delinearize() makes of them
         self.tile_axes: dict[str, int] = {}
+        # tile indices delinearize() divides by a stride above 1: constant over runs of rows
+        self.coarse: set[str] = set()
 
     # ---- plumbing
     def ptr(self, buf: str, out: bool = False) -> str:
@@ -297,6 +307,8 @@ class Writer:
             out.append(self.tmp(code, "i"))
             if lin in self.tile_axes:
                 self.tile_axes[out[-1]] = self.tile_axes[lin]
+                if stride > 1:
+                    self.coarse.add(out[-1])
         if any(i != "0" for i in out):  # a one-element shape's index is the literal 0: adding
             # its linear index to an offset would hide the offset's divisibility from Triton
             # (a 1x1 convolution's weight loads lost their vector width that way)
@@ -346,11 +358,14 @@ class Writer:
             if merged is not None:
                 k, lead = merged
                 terms = [lead] + [t for t in per_dim[k:] if t] + offset
-            if _spans_tile(terms, self.tile_axes):
+            if (_spans_tile(terms, self.tile_axes)
+                    and not _broadcast_rows(terms, self.tile_axes, self.coarse)):
                 # a 2-D tile's offsets as they are: Triton sees their contiguity (vectorised,
                 # asynchronous copies a tensor-core dot is fed from); where() would hide it, and
                 # masked lanes are never read (on an H200 a 4096^3 3xTF32 dot ran 34 TFLOP/s fed
-                # through where(), 55 without)
+                # through where(), 55 without). Not for a broadcast read along rows: its column
+                # run would set the tile's thread order for every access (Triton 3.6 put a row
+                # reduction's threads along its 33 columns, 6x slower on an H100 than along rows)
                 return f"tl.load({p} + {' + '.join(terms)}, mask={mask}, other=0)"
             # where(): the offset takes the mask's block shape even when every index is a
             # scalar (batch or group ids), and masked lanes never form an out-of-range address
