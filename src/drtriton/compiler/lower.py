@@ -644,7 +644,8 @@ class Lowering(Reductions):
                 outs.append(f"{v.buf}.as_strided({v.shape!r}, {tuple(v.strides)!r}, {v.offset})")
                 continue
             load = self.materialize(v)
-            if not (load.offset == 0 and _contig(load.shape, load.strides)):
+            if not (load.offset == 0 and _contig(load.shape, load.strides)
+                    and self._own_buffer(load.buf)):  # an input's or parameter's view is copied
                 load = self.kernel(lambda w, out, e=load: kernels.pointwise(w, e, out),
                                    load.shape, load.dtype)
             self.flush(load.buf)
