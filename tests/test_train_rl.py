@@ -8,6 +8,7 @@ finite, and ``--resume`` continues where the checkpoint left off. It does not sh
 model learns to write Triton.
 """
 
+import dataclasses
 import json
 import math
 import random
@@ -235,3 +236,32 @@ def test_micro_batched_update_equals_full_batch_gradient(tmp_path):
     loss.backward()
     for name, p in run.model.named_parameters():
         assert torch.allclose(captured[name], p.grad, atol=1e-6, rtol=1e-4), name
+
+
+def test_sft_with_save_steps_resumes_from_its_last_checkpoint(tmp_path, monkeypatch):
+    # a stage cut at a GPU call's limit lost its whole SFT run before checkpoints (1,483 of
+    # 2,000 steps on an H100)
+    from transformers import Trainer
+
+    from drtriton.train.sft import SFTRunConfig, run_sft
+
+    model, pairs = tmp_path / "tiny", tmp_path / "pairs.jsonl"
+    invoke("init-model", "--preset", "tiny", "--out", model)
+    answer = "```python\nclass ModelNew:\n    pass\n```"
+    pairs.write_text("".join(json.dumps({"source": f"# program {i}\n", "answer": answer}) + "\n"
+                             for i in range(8)))
+    steps = []
+    original = Trainer.training_step
+    monkeypatch.setattr(Trainer, "training_step",
+                        lambda self, *a, **k: steps.append(1) or original(self, *a, **k))
+    config = SFTRunConfig(str(model), str(pairs), str(tmp_path / "sft"), max_steps=2,
+                          batch_size=2, lr=1e-3, save_steps=1)
+    run_sft(config)
+    assert len(steps) == 2 and (tmp_path / "sft" / "trainer" / "checkpoint-2").is_dir()
+    run_sft(dataclasses.replace(config, max_steps=4))  # resumes at step 3
+    assert len(steps) == 4
+    logged = [r["step"] for r in read_metrics(tmp_path / "sft" / "sft_metrics.jsonl")
+              if "loss" in r]
+    assert logged == [1, 2, 3, 4]
+    kept = sorted(p.name for p in (tmp_path / "sft" / "trainer").glob("checkpoint-*"))
+    assert kept == ["checkpoint-4"]  # save_total_limit: the latest only

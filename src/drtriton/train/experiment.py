@@ -1,7 +1,7 @@
 """The learning experiment as one plan: a policy trained from scratch, then measured per stage.
 
 ``run_experiment(plan)`` runs, in its run directory, each stage not done yet (so a run cut at a
-GPU call's time limit resumes where it stopped; RL resumes from its checkpoint):
+GPU call's time limit resumes where it stopped; SFT and RL from their checkpoints):
 
 1. ``programs``: training programs (training seed; never the held-out seed) and the held-out
    evaluation programs (``HELD_OUT_SEED``), synthesized or copied from the plan's files;
@@ -85,6 +85,7 @@ class ExperimentPlan:
     eval_compile_baseline: bool = True
     generation_batch_size: int = 32  # held-out prompts a model samples at once
     sft_fp32_weights: bool = True  # fp32 master weights under bf16 autocast (from scratch)
+    sft_save_steps: int = 0  # checkpoint SFT every this many steps; a cut stage resumes there
     judge_workers: int | None = None
     unsafe_no_sandbox: bool = False
 
@@ -102,6 +103,8 @@ class ExperimentPlan:
             raise ValueError("counts and steps must be at least 1, rl_n at least 2")
         if min(self.temperature, self.eval_temperature) < 0:
             raise ValueError("temperature and eval_temperature must be at least 0")
+        if self.sft_save_steps < 0:
+            raise ValueError("sft_save_steps must be at least 0 (0: no checkpoints)")
         if self.max_new_tokens < 1 or self.eval_max_new_tokens < 0:
             raise ValueError("max_new_tokens must be at least 1, eval_max_new_tokens at least 0")
 
@@ -291,7 +294,7 @@ def _sft(plan: ExperimentPlan, out: Path) -> None:
     run_sft(SFTRunConfig(str(out / "untrained"), str(out / "pairs.jsonl"), str(out / "sft"),
                          max_steps=plan.sft_steps, batch_size=plan.sft_batch_size,
                          lr=plan.sft_lr, max_length=plan.sft_max_length, seed=plan.seed,
-                         fp32_weights=plan.sft_fp32_weights))
+                         fp32_weights=plan.sft_fp32_weights, save_steps=plan.sft_save_steps))
 
 
 def _rl(objective: str) -> Callable[[ExperimentPlan, Path], None]:

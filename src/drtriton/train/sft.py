@@ -39,6 +39,9 @@ class SFTRunConfig:
     # from scratch, where bf16 weights lose small updates); False: weights in bf16 (a 7B model,
     # whose fp32 weights and AdamW state would not fit beside its activations)
     fp32_weights: bool = False
+    # checkpoint the trainer every this many steps (0: never) and resume from the latest one
+    # that ``out/trainer`` holds, so a run cut at a time limit loses at most this many steps
+    save_steps: int = 0
 
 
 def read_pairs(path: str | Path) -> list[dict]:
@@ -61,9 +64,11 @@ def to_dataset(pairs: list[dict]):
 
 
 def run_sft(config: SFTRunConfig) -> dict:
-    """Train and save to ``config.out``; returns the final training metrics."""
+    """Train and save to ``config.out``; returns the final training metrics. With
+    ``config.save_steps``, resumes from the trainer's latest checkpoint under ``out/trainer``."""
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
+    from transformers.trainer_utils import get_last_checkpoint
     from trl import SFTConfig, SFTTrainer
 
     dataset = to_dataset(read_pairs(config.pairs))
@@ -72,8 +77,11 @@ def run_sft(config: SFTRunConfig) -> dict:
     bf16 = cuda if config.bf16 is None else config.bf16
     weights = torch.bfloat16 if bf16 and not config.fp32_weights else torch.float32
     model = AutoModelForCausalLM.from_pretrained(config.model, dtype=weights)
+    trainer_dir = Path(config.out) / "trainer"
+    saving = (dict(save_strategy="steps", save_steps=config.save_steps, save_total_limit=1)
+              if config.save_steps else dict(save_strategy="no"))
     args = SFTConfig(
-        output_dir=str(Path(config.out) / "trainer"),
+        output_dir=str(trainer_dir),
         max_steps=config.max_steps,
         num_train_epochs=config.epochs,
         per_device_train_batch_size=config.batch_size,
@@ -83,13 +91,13 @@ def run_sft(config: SFTRunConfig) -> dict:
         completion_only_loss=True,
         packing=False,
         logging_steps=1,
-        save_strategy="no",
         report_to=[],
         seed=config.seed,
         bf16=bf16,
         use_cpu=not cuda,
         dataloader_num_workers=0,
         disable_tqdm=False,
+        **saving,
     )
     peft_config = None
     if config.lora:
@@ -103,7 +111,9 @@ def run_sft(config: SFTRunConfig) -> dict:
         processing_class=tokenizer,
         peft_config=peft_config,
     )
-    result = trainer.train()
+    last = (get_last_checkpoint(str(trainer_dir))
+            if config.save_steps and trainer_dir.is_dir() else None)
+    result = trainer.train(resume_from_checkpoint=last)
     trained = trainer.model
     if config.lora:
         trained = trained.merge_and_unload()  # a plain checkpoint for RL and inference
