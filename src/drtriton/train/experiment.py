@@ -12,7 +12,9 @@ GPU call's time limit resumes where it stopped; SFT and RL from their checkpoint
    same budget;
 5. ``eval_<stage>`` for ``untrained``, ``sft``, ``drpo``, ``grpo``, and ``drpo_search`` (the
    DRPO policy as the search's only candidate generator), each a benchmark of the held-out
-   programs, run as soon as its model exists (so a partial run has results);
+   programs, run as soon as its model exists (so a partial run has results), the untrained
+   model's last: a random model's answers never parse, and drawing all 4,096 tokens of each took
+   313 s on an H100, which a call cut short had better spend on the trained stages;
 6. ``summary.json``: per level, per stage, ``accuracy``, ``mean_speedup_correct`` (over correct
    answers, against eager; null where nothing is timed, as on a CPU) and ``n``, with the RL steps'
    measured costs and the machine.
@@ -131,9 +133,10 @@ def load_experiment(path: str | Path) -> ExperimentPlan:
 
 
 # ----------------------------------------------------------------------------- stages
-# In order; each trained model's evaluation right after it, so a partial run has results.
-STAGE_NAMES = ("programs", "tokenizer", "untrained", "eval_untrained", "pairs", "sft",
-               "eval_sft", "drpo", "eval_drpo", "grpo", "eval_grpo", "eval_drpo_search")
+# In order; each trained model's evaluation right after it, so a partial run has results, and
+# the untrained baseline's last (see the module's docstring).
+STAGE_NAMES = ("programs", "tokenizer", "untrained", "pairs", "sft", "eval_sft", "drpo",
+               "eval_drpo", "grpo", "eval_grpo", "eval_drpo_search", "eval_untrained")
 
 
 def check_stage(name: str | None) -> None:
