@@ -95,8 +95,14 @@ def _term_axis(term: str, tile_axes: dict[str, int]) -> int | None:
         return 0
     if "[None, :]" in term:
         return 1
+    lead = _lead_name(term)
+    return tile_axes.get(lead) if lead else None
+
+
+def _lead_name(term: str) -> str | None:
+    """The variable an offset term starts with (``i1`` of ``(i1 * 33)``), if any."""
     lead = re.match(r"\(*([A-Za-z_]\w*)", term)
-    return tile_axes.get(lead.group(1)) if lead else None
+    return lead.group(1) if lead else None
 
 
 def _spans_tile(terms: list[str], tile_axes: dict[str, int]) -> bool:
@@ -110,8 +116,7 @@ def _broadcast_rows(terms: list[str], tile_axes: dict[str, int], coarse: set[str
     """Whether every row term of a tile's offsets is a coarse index (``Writer.coarse``): the
     rows of a tile then read a few short runs again and again, a small broadcast operand."""
     rows = [t for t in terms if _term_axis(t, tile_axes) == 0]
-    leads = [re.match(r"\(*([A-Za-z_]\w*)", t) for t in rows]
-    return bool(rows) and all(m is not None and m.group(1) in coarse for m in leads)
+    return bool(rows) and all(_lead_name(t) in coarse for t in rows)
 
 
 def next_pow2(n: int) -> int:
