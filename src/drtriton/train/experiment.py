@@ -159,9 +159,7 @@ def run_experiment(plan: ExperimentPlan, say: Callable[[str], None] = print,
     """Run every stage not done yet, up to and including ``until`` (a ``STAGE_NAMES`` entry;
     None: all); returns the summary (also written to ``plan.results``)."""
     check_stage(until)
-    out = Path(plan.out)
-    out.mkdir(parents=True, exist_ok=True)
-    (out / "plan.json").write_text(json.dumps(asdict(plan), indent=1))
+    out = _open_run(plan)
     names = STAGE_NAMES if until is None else STAGE_NAMES[:STAGE_NAMES.index(until) + 1]
     costs = _run_stages(plan, out, names, say)
     summary = summarize(plan, out, costs)
@@ -172,6 +170,14 @@ def run_experiment(plan: ExperimentPlan, say: Callable[[str], None] = print,
         results.mkdir(parents=True, exist_ok=True)
         (results / "summary.json").write_text(text)
     return summary
+
+
+def _open_run(plan: ExperimentPlan) -> Path:
+    """The plan's run directory, made if new, with the plan it runs written into it."""
+    out = Path(plan.out)
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "plan.json").write_text(json.dumps(asdict(plan), indent=1))
+    return out
 
 
 def _run_stages(plan: ExperimentPlan, out: Path, names, say: Callable[[str], None]) -> dict:
@@ -198,9 +204,7 @@ def prepare_experiment(plan: ExperimentPlan, target: str, say: Callable[[str], N
     Returns the pair counts so far (``progress`` and ``on_skip``: ``run_pairs``'s callbacks)."""
     from drtriton.train.pairs import run_pairs
 
-    out = Path(plan.out)
-    out.mkdir(parents=True, exist_ok=True)
-    (out / "plan.json").write_text(json.dumps(asdict(plan), indent=1))
+    out = _open_run(plan)
     _run_stages(plan, out, ("programs", "tokenizer", "untrained"), say)
     if (out / "pairs.done").exists():
         return _read_json(out / "pairs_counts.json") or {}

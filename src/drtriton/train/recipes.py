@@ -183,9 +183,10 @@ def learn_command(plan_path: Path, until: str | None, prepare_for: str | None,
         check_stage(until)
     except ValueError as exc:
         raise UsageError(f"--until: {exc}") from None
-    if prepare_for is not None and (until is not None or prepare_for not in ("cpu", "cuda")):
-        raise UsageError("--prepare-for takes cpu or cuda, and no --until"
-                         if until is None else "--prepare-for and --until exclude each other")
+    if prepare_for is not None and until is not None:
+        raise UsageError("--prepare-for and --until exclude each other")
+    if prepare_for not in (None, "cpu", "cuda"):
+        raise UsageError("--prepare-for takes cpu or cuda")
     try:
         plan = load_experiment(plan_path)
     except ValueError as exc:
