@@ -26,8 +26,7 @@ ls scratch/whl/trl-*.whl >/dev/null 2>&1 || "$PY" -m pip download -q --no-deps \
 echo "archive scratch/head-$SHA.tar; $(ls .deb | wc -l) packages in .deb;" \
   "$(ls scratch/whl | wc -l) wheels in scratch/whl"
 [ -n "$PLAN" ] || exit 0
-field() { "$PY" -c "import tomllib; print(tomllib.load(open('$PLAN', 'rb'))['$1'])"; }
-RUN=$(field out)
+RUN=$("$PY" -c "import tomllib; print(tomllib.load(open('$PLAN', 'rb'))['out'])")
 "$PY" -m drtriton.cli learn --plan "$PLAN" --prepare-for cuda
 rm -f scratch/carry/run.tgz.part-*
 tar -czf - --exclude="$RUN/untrained/*.safetensors" "$RUN" | split -b 15m - scratch/carry/run.tgz.part-
