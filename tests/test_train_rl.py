@@ -239,8 +239,7 @@ def test_micro_batched_update_equals_full_batch_gradient(tmp_path):
 
 
 def test_sft_with_save_steps_resumes_from_its_last_checkpoint(tmp_path, monkeypatch):
-    # a stage cut at a GPU call's limit lost its whole SFT run before checkpoints (1,483 of
-    # 2,000 steps on an H100)
+    # a stage cut at a GPU call's limit continues from its last checkpoint, not from step 1
     from transformers import Trainer
 
     from drtriton.train.sft import SFTRunConfig, run_sft
