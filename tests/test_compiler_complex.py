@@ -45,6 +45,18 @@ return torch.view_as_real(w * 2.0 - z), z.real, z.imag
     check(program(body, [(3, 4), (3, 4)]), atol=1e-5, rtol=1e-5)
 
 
+def test_complex_constant_made_in_forward():
+    """Rotary frequencies made in ``forward`` (``torch.polar`` of constants) fold to a complex
+    tensor constant: it becomes two real constants, not one read as real (the candidate read
+    the complex buffer as float and crashed at run time)."""
+    body = """
+t = torch.arange(4).float()
+freqs = torch.polar(torch.ones(4), t * 0.5)
+return torch.view_as_real(torch.view_as_complex(a.reshape(2, 4, 2)) * freqs)
+"""
+    check(program(body, [(2, 8)]), atol=1e-5, rtol=1e-5)
+
+
 @pytest.mark.parametrize("body, reason", [
     ("return torch.view_as_complex(torch.stack([a, b], -1)).abs()", "complex"),
     ("return torch.view_as_complex(torch.stack([a, b], -1)) / 2.0", "complex"),

@@ -368,7 +368,11 @@ class Lowering(Reductions):
     def _traced_constant(self, target: str, t: torch.Tensor) -> ir.Expr:
         """A tensor the trace made from constants in ``forward`` (``torch.arange(8)``, a literal
         ``torch.tensor``): not an attribute of the model, so ``ModelNew`` has no copy of it. It
-        becomes a shaped constant, an ``arange``, or (small ones) a literal in ``forward``."""
+        becomes a shaped constant, an ``arange``, or (small ones) a literal in ``forward``; a
+        complex one becomes two real ones, its parts."""
+        if t.is_complex():
+            return Complex(self._traced_constant(f"{target}_re", t.real),
+                           self._traced_constant(f"{target}_im", t.imag))
         shape, values = tuple(t.shape), t.detach().flatten().tolist()
         if not values:
             raise Unsupported(f"empty tensor constant {target}")
