@@ -10,6 +10,7 @@ import os
 os.environ.setdefault("TRITON_INTERPRET", "1")
 
 import pytest  # noqa: E402
+import torch  # noqa: E402
 
 from compiler_cases.harness import check, program  # noqa: E402
 from drtriton.compiler import CompilerConfig, UnsupportedOperatorError, compile_program  # noqa: E402
@@ -204,6 +205,24 @@ def test_python_scalar_forward_inputs_are_specialised(alpha, relu):
     candidate = check(SCALAR_INPUTS.format(alpha=alpha, relu=relu))
     assert "def forward(self, x, alpha_1, steps_1, relu_1, bias_1)" in candidate
     assert ("tl.maximum" in candidate) == relu
+
+
+@pytest.mark.parametrize("alpha, steps, relu, with_bias, name", [
+    (0.25, 2, True, False, "alpha"), (0.5, 3, True, False, "steps"),
+    (0.5, 2, False, False, "relu"), (0.5, 2, True, True, "bias"),
+])
+def test_python_scalars_other_than_the_specialised_ones_are_refused(
+        alpha, steps, relu, with_bias, name):
+    """The scalars' values are baked into the kernels: ModelNew refuses other values in one
+    line (it returned the specialised result silently) and runs with the traced ones."""
+    candidate = compile_program(SCALAR_INPUTS.format(alpha=0.5, relu=True),
+                                CompilerConfig(device="cpu"))
+    namespace: dict = {}
+    exec(compile(candidate, "<candidate>", "exec"), namespace)
+    model, x = namespace["ModelNew"](), torch.randn(4, 8)
+    torch.testing.assert_close(model(x, 0.5, 2, True, None), torch.relu(x * 0.5 + 2.0))
+    with pytest.raises(ValueError, match=f"specialised to {name}="):
+        model(x, alpha, steps, relu, x if with_bias else None)
 
 
 DEFAULTS_LEFT_OUT = SCALAR_INPUTS.replace(

@@ -43,6 +43,7 @@ from drtriton.compiler.capture import (
     meta_inputs,
     mode_dependent,
     node_line,
+    specialised_positions,
 )
 from drtriton.compiler.config import UnsupportedOperatorError
 from drtriton.compiler.lower import FUNCTIONS, METHODS, unavailable
@@ -79,7 +80,7 @@ def capture_exported(source: str) -> Captured:
     names = [n.target for n in gm.graph.nodes if n.op == "placeholder"]
     return Captured(gm, model, source.splitlines(), init_src, preamble, names, inputs,
                     model.training, mode_dependent(model, source),
-                    _left_defaults(model, len(inputs)))
+                    _left_defaults(model, len(inputs)), specialised_positions(model, inputs))
 
 
 @contextlib.contextmanager

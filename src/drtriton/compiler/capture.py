@@ -41,6 +41,9 @@ class Captured:
     # defaults of the forward parameters get_inputs leaves out (by position), which the trace
     # was specialised to and ModelNew's forward keeps
     defaults: dict[int, object] = field(default_factory=dict)
+    # every Python scalar the trace was specialised to (given by get_inputs or a default left
+    # out), by position: ModelNew's forward refuses other values
+    specialised: dict[int, object] = field(default_factory=dict)
 
 
 def node_line(node: fx.Node, lines: list[str]) -> tuple[int, str]:
@@ -85,7 +88,8 @@ def capture(source: str, lowered: frozenset[type] | None = None) -> Captured:
     init_src, preamble = extract_init(source)
     return Captured(gm, model, source.splitlines(), init_src, preamble, names, inputs,
                     model.training, mode_dependent(model, source),
-                    _left_defaults(model, None if inputs is None else len(inputs)))
+                    _left_defaults(model, None if inputs is None else len(inputs)),
+                    specialised_positions(model, inputs))
 
 
 def mode_dependent(model: torch.nn.Module, source: str) -> bool:
@@ -203,6 +207,14 @@ def _scalar_inputs(model: torch.nn.Module, inputs: list | None) -> dict:
     # a parameter get_inputs leaves out takes its default (``mask=None``), fixed as a given one
     left = {params[i].name: v for i, v in _left_defaults(model, len(inputs)).items()}
     return given | left
+
+
+def specialised_positions(model: torch.nn.Module, inputs: list | None) -> dict[int, object]:
+    """``_scalar_inputs`` by the parameter's position instead of its name."""
+    import inspect
+
+    names = list(inspect.signature(model.forward).parameters)
+    return {names.index(name): v for name, v in _scalar_inputs(model, inputs).items()}
 
 
 def _unassert(graph: fx.Graph, concrete: dict) -> fx.Graph:

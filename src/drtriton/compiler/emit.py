@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import math
+
 from drtriton.compiler import kernels
 from drtriton.compiler.capture import Captured
 from drtriton.compiler.config import CompilerConfig
@@ -34,7 +36,7 @@ def emit(cap: Captured, prog: Program, config: CompilerConfig) -> str:
     args = ", ".join(["self", *names])
     first = prog.input_names[0] if prog.input_names else None
     dev = f"{first}.device" if first else "next(self.parameters()).device"
-    body = [*_mode_guard(cap), f"dev = {dev}", *prog.body]
+    body = [*_mode_guard(cap), *_scalar_guard(cap, prog), f"dev = {dev}", *prog.body]
     model = [
         "class ModelNew(torch.nn.Module):",
         cap.init_src.rstrip("\n"),
@@ -45,6 +47,27 @@ def emit(cap: Captured, prog: Program, config: CompilerConfig) -> str:
     ]
     parts.append("\n".join(model) + "\n")
     return "\n\n".join(p.rstrip("\n") + "\n" for p in parts)
+
+
+def _scalar_guard(cap: Captured, prog: Program) -> list[str]:
+    """Lines that refuse a Python scalar other than the one the trace was specialised to (its
+    value is baked into the kernels): never a silently wrong result for another ``alpha``."""
+    lines = []
+    for i, value in sorted(cap.specialised.items()):
+        if i >= len(prog.input_names) or (isinstance(value, float) and math.isnan(value)):
+            continue
+        name = prog.input_names[i]
+        test = f"{name} is not None" if value is None else f"{name} != {_literal(value)}"
+        message = (f"this ModelNew is specialised to {name.rsplit('_', 1)[0]}={value!r} "
+                   f"(get_inputs' value, baked into its kernels): compile it for another value")
+        lines += [f"if {test}:", f"    raise ValueError({message!r})"]
+    return lines
+
+
+def _literal(value: object) -> str:
+    if isinstance(value, float) and math.isinf(value):
+        return f"float({str(value)!r})"
+    return repr(value)
 
 
 def _mode_guard(cap: Captured) -> list[str]:
