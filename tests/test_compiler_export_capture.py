@@ -67,8 +67,6 @@ DECOMPOSED = {
                       "self.rnn = nn.RNN(4, 6, batch_first=True)"),
     "local_response_norm": _prog("return self.lrn(a)", "torch.randn(2, 6, 5, 5)",
                                  "self.lrn = nn.LocalResponseNorm(3)"),
-    "avg_pool_ceil_mode": _prog("return F.avg_pool2d(a, 3, 2, ceil_mode=True)",
-                                "torch.randn(1, 2, 7, 7)"),
     "lp_pool": _prog("return F.lp_pool2d(a, 2, 2)", "torch.randn(1, 2, 4, 4)"),
     "logaddexp_xlogy": _prog("return torch.logaddexp(a, b) + torch.xlogy(a.abs(), b.abs())",
                              "torch.randn(4, 5), torch.randn(4, 5)", args="a, b"),

@@ -172,6 +172,25 @@ def test_max_pooling_with_ceil_mode(body, shapes):
     check(src, atol=1e-5, rtol=1.3e-6, equal_nan=False)
 
 
+@pytest.mark.parametrize(("body", "shapes"), [
+    ("return F.avg_pool2d(a, 3, 2, ceil_mode=True)", [(1, 2, 7, 7)]),
+    ("return nn.AvgPool2d(3, stride=2, ceil_mode=True)(a)", [(1, 1, 6, 6)]),
+    ("return nn.AvgPool2d(2, 2, ceil_mode=True, count_include_pad=False)(a)",  # ResNet-D
+     [(2, 3, 7, 5)]),
+    ("return F.avg_pool2d(a, 3, 2, padding=1, ceil_mode=True)", [(1, 2, 8, 6)]),
+    ("return F.avg_pool2d(a, 2, padding=1, count_include_pad=False)", [(1, 2, 4, 5)]),
+    ("return F.avg_pool1d(a, 4, 3, padding=2, ceil_mode=True, count_include_pad=False)",
+     [(2, 3, 11)]),
+    ("return F.avg_pool3d(a, 2, ceil_mode=True, divisor_override=3)", [(1, 2, 3, 5, 4)]),
+    ("return nn.AvgPool2d(3, 1, padding=1, divisor_override=9)(a)", [(1, 2, 5, 5)]),
+])
+def test_average_pooling_divides_as_pytorch(body, shapes):
+    """Windows hanging over the input (``ceil_mode``), padding left uncounted and a divisor
+    override: each window's divisor is PyTorch's, clipped per output position."""
+    src = program(body, shapes)
+    check(src, atol=1e-5, rtol=1.3e-6, equal_nan=False)
+
+
 SCALAR_INPUTS = '''import torch
 import torch.nn as nn
 

@@ -584,11 +584,15 @@ def _fill_all(tiles: Writer, spec: ConvSpec, out: str) -> Kernel:
 
 
 def pool(
-    w: Writer, kind: str, x: ir.Expr, ksz, stride, padding, dilation, out_shape, out
+    w: Writer, kind: str, x: ir.Expr, ksz, stride, padding, dilation, out_shape, out,
+    divide: int | str | None = None,
 ) -> Kernel:
-    """Max or average pooling (count_include_pad), or the position of each window's maximum in
-    its input plane (``argmax``, PyTorch's ``return_indices``: the first valid tap, then any
-    larger value or NaN): each output element loops over its window."""
+    """Max or average pooling, or the position of each window's maximum in its input plane
+    (``argmax``, PyTorch's ``return_indices``: the first valid tap, then any larger value or
+    NaN): each output element loops over its window. An average divides by ``divide``: a
+    number (None: the window's size), ``"padded"`` (the window clipped to the padded input,
+    where a ``ceil_mode`` window hangs over it) or ``"valid"`` (clipped to the input: no
+    ``count_include_pad``), as PyTorch's ``avg_pool`` does."""
     nsp = len(ksz)
     n = ir.numel(out_shape)
     w.constexprs = ["BLOCK"]
@@ -629,13 +633,28 @@ def pool(
             w.line(f"arg = tl.where({better}, {at}, arg)")
         else:
             w.line(f"acc += tl.where(wmask, {v}, 0.0)")
-    res = {"max": "acc", "argmax": "arg"}.get(kind) or w.tmp(f"acc / {ir.numel(tuple(ksz))}",
-                                                               "r")
+    res = {"max": "acc", "argmax": "arg"}.get(kind) or w.tmp(
+        f"acc / {_pool_divisor(w, divide, oidx[len(lead):], ksz, stride, padding, ins)}", "r")
     w.store(out, "offs", res, "omask", tuple(out_shape))
     window = ir.numel(spans)
     return finish_1d(
         w, n, "BLOCK", [(128, 4), (512, 4), (1024, 8)], n * window, min(1024, next_pow2(n))
     )
+
+
+def _pool_divisor(w: Writer, divide: int | str | None, oidx, ksz, stride, padding, ins) -> str:
+    """What an average window's sum is divided by (see ``pool``)."""
+    if divide is None or isinstance(divide, int):
+        return str(ir.numel(tuple(ksz)) if divide is None else divide)
+    sizes = []
+    for o, k, s, p, n in zip(oidx, ksz, stride, padding, ins, strict=True):
+        start = w.tmp(f"{o} * {s} - {p}", "q")
+        end = w.tmp(f"tl.minimum({start} + {k}, {n + p})", "q")
+        if divide == "valid":
+            start = w.tmp(f"tl.maximum({start}, 0)", "q")
+            end = w.tmp(f"tl.minimum({end}, {n})", "q")
+        sizes.append(f"({end} - {start})")
+    return w.tmp(f"({' * '.join(sizes)}).to(tl.float32)", "d")
 
 
 def reachable_taps(k: int, s: int, p: int, d: int, n_in: int, n_out: int) -> tuple[int, int]:

@@ -442,23 +442,19 @@ for _n, (_c, _ct) in enumerate([(F.conv1d, F.conv_transpose1d), (F.conv2d, F.con
 def pool(L: Lowering, kind: str, nsp: int, x, kernel_size, stride=None, padding=0, dilation=1,
          ceil_mode=False, count_include_pad=True, divisor_override=None, return_indices=False):
     x = _f(L.t(x))
-    if ceil_mode and kind != "max":
-        raise Unsupported("ceil_mode=True for average pooling")
-    if divisor_override is not None:
-        raise Unsupported("divisor_override")
     ksz = ntuple(kernel_size, nsp)
     stride = ksz if stride is None or stride == [] else ntuple(stride, nsp)
     padding, dilation = ntuple(padding, nsp), ntuple(dilation, nsp)
-    if kind == "avg" and not count_include_pad and any(padding):
-        raise Unsupported("count_include_pad=False with padding")
     ins = x.shape[-nsp:]
     outs = tuple(_pooled_size(i, p, d, k, s, ceil_mode) for i, p, d, k, s in
                  zip(ins, padding, dilation, ksz, stride, strict=True))
     shape = x.shape[:-nsp] + outs
+    divide = _avg_divisor(ins, outs, ksz, stride, padding, count_include_pad, divisor_override)
     x = reread_input(L, x, ir.numel(shape) * ir.numel(ksz) / ir.numel(x.shape))
     L.flush_expr(x)
     values = L.kernel(
-        lambda w, o, x=x: kernels.pool(w, kind, x, ksz, stride, padding, dilation, shape, o),
+        lambda w, o, x=x: kernels.pool(w, kind, x, ksz, stride, padding, dilation, shape, o,
+                                       divide),
         shape,
         torch.float32,
     )
@@ -468,6 +464,20 @@ def pool(L: Lowering, kind: str, nsp: int, x, kernel_size, stride=None, padding=
         lambda w, o, x=x: kernels.pool(w, "argmax", x, ksz, stride, padding, dilation, shape,
                                        o), shape, torch.int64)
     return values, indices
+
+
+def _avg_divisor(ins, outs, ksz, stride, padding, count_include_pad: bool,
+                 divisor_override) -> int | str | None:
+    """What average pooling divides a window's sum by (``kernels.pool``'s ``divide``): the
+    window size unless the last window hangs over the padded input (``ceil_mode``) or padding
+    is not counted."""
+    if divisor_override:
+        return int(divisor_override)
+    overhang = any((o - 1) * s - p + k > n + p
+                   for n, o, k, s, p in zip(ins, outs, ksz, stride, padding, strict=True))
+    if not count_include_pad and (overhang or any(padding)):
+        return "valid"
+    return "padded" if overhang else None
 
 
 def _pooled_size(n: int, p: int, d: int, k: int, s: int, ceil_mode: bool) -> int:
