@@ -50,6 +50,40 @@ def test_attention_forms_match_pytorch_in_one_kernel_each():
     assert candidate.count("m_use = ") == 3  # each attention is one online-softmax kernel
 
 
+GROUPED = '''
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+
+class Model(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.q_proj, self.kv_proj = nn.Linear(32, 32), nn.Linear(32, 32)
+
+    def forward(self, x):
+        b, t, _ = x.shape
+        q = self.q_proj(x).view(b, t, 4, 8).transpose(1, 2)
+        k, v = self.kv_proj(x).view(b, t, 2, 16).transpose(1, 2).chunk(2, dim=-1)
+        return F.scaled_dot_product_attention(q, k, v, is_causal=True, enable_gqa=True)
+
+
+def get_inputs():
+    return [torch.randn(2, 6, 32)]
+
+
+def get_init_inputs():
+    return []
+'''
+
+
+def test_grouped_query_attention_shares_each_key_head_with_its_group():
+    """``enable_gqa``: 4 query heads over 2 key and value heads, each kept head serving two
+    queries' heads in a row, as PyTorch repeats them."""
+    candidate = check(GROUPED, "strict", atol=1e-4, rtol=1e-4)
+    assert candidate.count("m_use = ") == 1
+
+
 def test_hybrid_attention_is_the_flash_kernel_too():
     """The judge lets a hybrid candidate call torch's products and convolutions only (its
     allow-list), not torch's attention: hybrid attention is Triton's."""

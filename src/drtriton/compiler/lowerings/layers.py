@@ -17,7 +17,7 @@ from drtriton.compiler.lower import Deferred, Lowering, Unsupported
 from drtriton.compiler.lower import _tuple as ntuple
 from drtriton.compiler.lowerings.reductions import _channel
 from drtriton.compiler.lowerings.registry import _f, fn, method, module
-from drtriton.compiler.lowerings.views import _diagonal, take
+from drtriton.compiler.lowerings.views import _diagonal, repeat_each, take
 
 # ------------------------------------------------------------------ matmul and linear
 
@@ -152,8 +152,8 @@ def scaled_dot_product_attention(L, q, k, v, attn_mask=None, dropout_p=0.0, is_c
     if dropout_p:
         raise Unsupported("scaled_dot_product_attention with dropout_p > 0 (random)")
     q, k, v = _f(L.t(q)), _f(L.t(k)), _f(L.t(v))
-    if enable_gqa and q.shape[-3] != k.shape[-3]:
-        raise Unsupported("scaled_dot_product_attention with enable_gqa (grouped heads)")
+    if enable_gqa and q.shape[-3] != k.shape[-3]:  # each key and value head serves a group
+        k, v = (repeat_each(e, q.shape[-3] // e.shape[-3], -3) for e in (k, v))
     factor = float(scale) if scale is not None else 1.0 / math.sqrt(q.shape[-1])
     if attention.fits(q, k, v):  # hybrid too: the judge lets hybrid call products, not this
         return _flash_attention(L, q, k, v, attn_mask, is_causal, factor)

@@ -184,6 +184,11 @@ def _repeat_interleave(L, x, repeats, dim=None, *, output_size=None):
         raise Unsupported("repeat_interleave by a tensor of counts (an int count is lowered)")
     if dim is None:
         x, dim = ir.reshape(x, (ir.numel(x.shape),)), 0
+    return repeat_each(x, repeats, dim)
+
+
+def repeat_each(x: ir.Expr, repeats: int, dim: int) -> ir.Expr:
+    """Each element of dim ``dim`` of ``x`` ``repeats`` times in a row, a lazy view."""
     d = dim % len(x.shape)
     pair = x.shape[:d + 1] + (1,) + x.shape[d + 1:]
     wide = x.shape[:d + 1] + (repeats,) + x.shape[d + 1:]
