@@ -59,8 +59,39 @@ return m.values, m.indices, k.values, k.indices, torch.median(a), sp * keep, si
     check(program(body, [(5, 8), (3, 50)]), atol=1e-6, rtol=1e-5)
 
 
-def test_sorting_integers_is_refused_in_one_line():
-    src = program("return torch.sort((a * 10).long(), dim=1).values", [(3, 4)])
-    with pytest.raises(UnsupportedOperatorError, match="sorting torch.int64") as err:
+INTEGER_SORTS = """
+import torch
+import torch.nn as nn
+
+
+class Model(nn.Module):
+    def forward(self, ids, codes, x):
+        s, i = torch.sort(ids, dim=1, stable=True)  # rows of 150: three tiles of ranks, ties
+        d = torch.argsort(codes, dim=0, descending=True, stable=True)
+        top = x.topk(2, dim=1).indices.sort(dim=1).values  # chosen experts in order
+        flags = torch.sort(ids > 4, dim=-1, stable=True).indices
+        return s, i, d, flags, torch.sort(ids, dim=0).values, top
+
+
+def get_inputs():
+    ids = torch.randint(-3, 9, (3, 150))
+    ids[0, :4] = torch.tensor([2**40, -(2**40), 2**33 + 1, 2**33])  # beyond an int32 key
+    return [ids, torch.randint(0, 4, (7, 5), dtype=torch.int32), torch.randn(4, 6)]
+
+
+def get_init_inputs():
+    return []
+"""
+
+
+def test_integers_sort_exactly_with_ties_in_order():
+    """Integer rows, int64 values beyond 32 bits included, are ranked by counting: values and
+    indices as PyTorch's stable sort gives them (its unstable one orders ties its own way)."""
+    check(INTEGER_SORTS)
+
+
+def test_sorting_a_dtype_without_a_rule_is_refused_in_one_line():
+    src = program("return torch.sort(a.double(), dim=1).values", [(3, 4)])
+    with pytest.raises(UnsupportedOperatorError, match="sorting torch.float64") as err:
         compile_program(src, CompilerConfig(device="cpu"))
     assert err.value.line > 0

@@ -27,10 +27,17 @@ def test_topk_values_and_indices_match_pytorch(body, shapes):
     check(src, atol=1e-5, rtol=1.3e-6, equal_nan=False)
 
 
-def test_a_large_k_is_refused_naming_topk():
-    with pytest.raises(UnsupportedOperatorError, match="topk"):
-        compile_program(program("return torch.topk(a, 9).values", [(3, 20)]),
-                        CompilerConfig(device="cpu"))
+def test_a_large_k_takes_the_first_k_of_a_sort():
+    check(program("r = torch.topk(a.softmax(-1), 12)\nreturn r.values, r.indices", [(3, 50)]),
+          atol=1e-6, rtol=1e-5)
+
+
+def test_topk_of_integers_is_refused_naming_topk():
+    """PyTorch orders equal values in its own way (``topk`` of [3, 1, 3, 2, 3] takes indices
+    2, 4, 0), which integers, with their ties, would show."""
+    src = program("return torch.topk((a * 3).long(), 3).indices", [(3, 20)])
+    with pytest.raises(UnsupportedOperatorError, match="topk of torch.int64"):
+        compile_program(src, CompilerConfig(device="cpu"))
 
 
 @pytest.mark.parametrize(("body", "shapes"), [

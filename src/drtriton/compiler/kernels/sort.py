@@ -38,3 +38,35 @@ def argsort(w: Writer, x: ir.Expr, descending: bool, out: str) -> Kernel:
         low = w.tmp(f"{width - 1} - {low}", "i")
     w.line(f"tl.store({w.ptr(out, out=True)} + rm * {n} + cols, {low}, mask=mask)")
     return w.finish(f"({-(-rows // block)},)", {"BM": block}, rows * n, None)
+
+
+RANK_TILE = 64  # elements of a row ranked, and compared against, per step: [64, 64] compares
+
+
+def argsort_by_rank(w: Writer, x: ir.Expr, descending: bool, out: str) -> Kernel:
+    """``argsort`` for integer rows, whose values an int32 key cannot hold (int64): each element's
+    place is the count of the row's elements ordered before it (smaller, or equal and earlier:
+    stable), found by comparing it with every element, then the element's position is scattered
+    there. Quadratic in the row length, exact for every integer dtype."""
+    *lead, n = x.shape
+    rows, blocks = math.prod(lead), -(-n // RANK_TILE)
+    w.constexprs = ["BI", "BJ"]
+    w.line("pid = tl.program_id(0)")
+    w.line(f"r = pid // {blocks}")
+    w.line(f"ii = (pid % {blocks}) * BI + tl.arange(0, BI)")
+    w.line(f"imask = ii < {n}")
+    head = w.delinearize("r", tuple(lead)) if lead else []
+    mine = w.tmp(f"({w.ev(x, [*head, 'ii'], 'imask')}).to(tl.int64)", "a")
+    w.line("rank = tl.zeros([BI], tl.int64)")
+    with w.block(f"for j0 in range(0, {n}, BJ):"):
+        w.line("jj = j0 + tl.arange(0, BJ)")
+        w.line(f"jmask = jj < {n}")
+        other = w.tmp(f"({w.ev(x, [*head, 'jj'], 'jmask')}).to(tl.int64)", "b")
+        ahead = ">" if descending else "<"
+        before = w.tmp(f"({other}[None, :] {ahead} {mine}[:, None]) | "
+                       f"(({other}[None, :] == {mine}[:, None]) & (jj[None, :] < ii[:, None]))",
+                       "m")
+        w.line(f"rank += tl.sum(({before} & jmask[None, :]).to(tl.int64), axis=1)")
+    w.line(f"tl.store({w.ptr(out, out=True)} + r * {n} + rank, ii.to(tl.int64), mask=imask)")
+    return w.finish(f"({rows * blocks},)", {"BI": RANK_TILE, "BJ": RANK_TILE}, rows * n * n,
+                    None)

@@ -8,6 +8,8 @@ import torch.nn.functional as F
 from drtriton.compiler import ir
 from drtriton.compiler.lower import FUNCTIONS, Deferred, Unsupported
 from drtriton.compiler.lowerings.registry import _f, fn, method
+from drtriton.compiler.lowerings.sort import order
+from drtriton.compiler.lowerings.views import _index
 
 # ------------------------------------------------------------------ reductions
 
@@ -90,21 +92,29 @@ fn(torch.min)(_minmax("min"))
 method("min")(_minmax("min"))
 
 
-TOPK_MAX = 8  # k up to this takes k masked arg-reductions; more is refused
+TOPK_MAX = 8  # k up to this takes k masked arg-reductions; more, a sort
 
 
 @fn(torch.topk)
 @method("topk")
 def _topk(L, x, k, dim=-1, largest=True, sorted=True, *, out=None):
-    """The k largest (smallest) along ``dim``, largest first, by k passes of an arg-reduction
-    over the elements not yet chosen (ties go to the lowest index, as each pass's argmax)."""
+    """The k largest (smallest) along ``dim``, largest first: by k passes of an arg-reduction
+    over the elements not yet chosen (ties go to the lowest index, as each pass's argmax); for
+    k above ``TOPK_MAX``, as the first k of a stable sort (the same ties)."""
     x = L.t(x)
-    if out is not None or not isinstance(k, int) or not 1 <= k <= TOPK_MAX:
-        raise Unsupported(f"topk with k={k} (at most {TOPK_MAX})")
+    if out is not None or not isinstance(k, int) or k < 1:
+        raise Unsupported(f"topk with k={k}")
+    if not x.dtype.is_floating_point:  # ties are common, and PyTorch's order of them its own
+        raise Unsupported(f"topk of {x.dtype} (the order of equal values is PyTorch's kernel's; "
+                          "sort integers instead)")
     dim = dim % len(x.shape)
     n = x.shape[dim]
     if k > n:
         raise Unsupported(f"topk k={k} over a dim of {n}")
+    if k > TOPK_MAX:
+        values, indices = order(L, x, dim, largest)
+        first = tuple(slice(None) if d != dim else slice(0, k) for d in range(len(x.shape)))
+        return torch.return_types.topk((_index(values, first), _index(indices, first)))
     along = ir.view(ir.arange(n, 0, 1, torch.int64), x.shape, ((dim, 0, 1),))  # index on dim
     fill = ir.const(float("-inf") if largest else float("inf"))
     taken = None

@@ -7,7 +7,7 @@ from __future__ import annotations
 import torch
 
 from drtriton.compiler import ir
-from drtriton.compiler.kernels.sort import MAX_SORTED, argsort
+from drtriton.compiler.kernels.sort import MAX_SORTED, argsort, argsort_by_rank
 from drtriton.compiler.lower import Lowering, Unsupported
 from drtriton.compiler.lowerings.registry import fn, method
 from drtriton.compiler.lowerings.views import _index, take
@@ -16,8 +16,9 @@ from drtriton.compiler.lowerings.views import _index, take
 def order(L: Lowering, x, dim: int, descending: bool) -> tuple[ir.Expr, ir.Expr]:
     """(values, indices) of ``x`` sorted along ``dim``, stably."""
     x = L.t(x)
-    if x.dtype not in (torch.float32, torch.float16, torch.bfloat16):
-        raise Unsupported(f"sorting {x.dtype} (floating point values are sorted)")
+    exact = x.dtype in (torch.float32, torch.float16, torch.bfloat16)
+    if not exact and (x.dtype.is_floating_point or x.dtype.is_complex):
+        raise Unsupported(f"sorting {x.dtype} (float32, float16, bfloat16 and integers are sorted)")
     if not x.shape:
         x = ir.reshape(x, (1,))
     d = dim % len(x.shape)
@@ -25,9 +26,10 @@ def order(L: Lowering, x, dim: int, descending: bool) -> tuple[ir.Expr, ir.Expr]
     if n > MAX_SORTED:
         raise Unsupported(f"sorting rows of {n} elements (at most {MAX_SORTED})")
     last = ir.transpose(x, d, len(x.shape) - 1) if d != len(x.shape) - 1 else x
-    rows = ir.cast(last, torch.float32)
+    rows = ir.cast(last, torch.float32) if exact else last
     L.flush_expr(rows)
-    found = L.kernel(lambda w, o: argsort(w, rows, descending, o), last.shape, torch.int64)
+    rank = argsort if exact else argsort_by_rank  # integers: exact, by counting
+    found = L.kernel(lambda w, o: rank(w, rows, descending, o), last.shape, torch.int64)
     L.flush(found.buf)
     indices = ir.transpose(found, d, len(x.shape) - 1) if d != len(x.shape) - 1 else found
     return take(L, x, d, indices), indices
