@@ -197,3 +197,13 @@ def test_pdist_of_every_pair_of_rows():
     """40 rows: 780 pairs, each pair's rows found from its index by a closed form."""
     body = "return F.pdist(a), torch.pdist(b, p=1), F.pdist(b, p=float('inf')), F.pdist(a[:2])"
     check(program(body, [(7, 3), (40, 5)]), atol=1e-5, rtol=1e-5)
+
+
+@pytest.mark.parametrize(("init", "shape"), [
+    ("self.conv = nn.Conv1d(3, 4, 2, padding='same')", (2, 3, 9)),  # a 2-tap causal-ish filter
+    ("self.conv = nn.Conv2d(2, 3, (4, 2), padding='same', dilation=(1, 3))", (1, 2, 7, 8)),
+    ("self.conv = nn.Conv3d(2, 2, 2, padding='same', groups=2)", (1, 2, 3, 4, 5)),
+])
+def test_same_padding_with_an_even_total_puts_the_extra_zero_after(init, shape):
+    """An even kernel's 'same' padding is one wider after than before, as PyTorch pads it."""
+    check(program("return self.conv(a)", [shape], init=init), atol=1e-5, rtol=1e-5)

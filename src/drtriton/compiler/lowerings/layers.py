@@ -17,7 +17,7 @@ from drtriton.compiler.lower import Deferred, Lowering, Unsupported
 from drtriton.compiler.lower import _tuple as ntuple
 from drtriton.compiler.lowerings.reductions import _channel
 from drtriton.compiler.lowerings.registry import _f, fn, method, module
-from drtriton.compiler.lowerings.views import _diagonal, repeat_each, take
+from drtriton.compiler.lowerings.views import _diagonal, pad, repeat_each, take
 
 # ------------------------------------------------------------------ matmul and linear
 
@@ -299,12 +299,18 @@ def _conv_padding(padding, nsp, ksz, dilation):
     if padding == "same":
         out = []
         for k, d in zip(ksz, dilation, strict=True):
-            total = d * (k - 1)
-            if total % 2:
-                raise Unsupported("asymmetric 'same' padding")
-            out.append(total // 2)
+            out.append(d * (k - 1) // 2)  # an odd total's extra one: ``_same_extra``
         return tuple(out)
     return ntuple(padding, nsp)
+
+
+def _same_extra(L: Lowering, x: ir.Expr, ksz, dilation) -> ir.Expr:
+    """``x`` padded by one zero after its end along each spatial dim whose 'same' padding is odd
+    in total (an even kernel): PyTorch puts the extra one on the right."""
+    extra = [d * (k - 1) % 2 for k, d in zip(ksz, dilation, strict=True)]
+    if not any(extra):
+        return x
+    return pad(L, x, [w for e in reversed(extra) for w in (0, e)])
 
 
 def conv(L: Lowering, nsp: int, x, weight, bias, stride, padding, dilation, groups,
@@ -315,6 +321,8 @@ def conv(L: Lowering, nsp: int, x, weight, bias, stride, padding, dilation, grou
         x = ir.reshape(x, (1, *x.shape))
     ksz = weight.shape[2:]
     stride, dilation = ntuple(stride, nsp), ntuple(dilation, nsp)
+    if padding == "same" and not transposed:
+        x = _same_extra(L, x, ksz, dilation)
     padding = _conv_padding(padding, nsp, ksz, dilation)
     ins = x.shape[2:]
     if transposed:
