@@ -1,8 +1,9 @@
 """Advanced indexing as model code writes it: index tensors at adjacent dims with the others
 whole (DLRM's ``zz[:, li, lj]`` of ``triu_indices``, ``x[:, :, buffer]``, ``x[..., idx]``),
-``index_select``, negative indices (which count from the end, as in PyTorch), and
-``nn.EmbeddingBag`` over equal bags, and the indices ``cummax``/``cummin`` return (the latest
-position among ties, as PyTorch picks). Both modes, against PyTorch."""
+``index_select``, negative indices (which count from the end, as in PyTorch),
+``nn.EmbeddingBag`` over equal bags (entries of ``padding_idx`` left out), and the indices
+``cummax``/``cummin`` return (the latest position among ties, as PyTorch picks). Both modes,
+against PyTorch."""
 
 from __future__ import annotations
 
@@ -95,7 +96,36 @@ def get_init_inputs():
 '''
 
 
-PROGRAMS = {"index_tensors": INDEXING, "embedding_bags": BAGS, "cumulative_indices": CUMULATIVE}
+PADDED_BAGS = '''
+import torch
+import torch.nn as nn
+
+
+class Model(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.bags = nn.ModuleList(nn.EmbeddingBag(12, 6, mode=m, padding_idx=p)
+                                  for m, p in (("sum", 0), ("mean", 0), ("max", -1)))
+
+    def forward(self, idx):
+        return torch.cat([bag(idx) for bag in self.bags], dim=1)
+
+
+def get_inputs():
+    idx = torch.randint(0, 12, (5, 4))
+    idx[0] = 0  # a bag of padding only: zeros
+    idx[1, :3] = 11  # padding of the max bag (padding_idx -1)
+    idx[2, 1:] = 0
+    return [idx]
+
+
+def get_init_inputs():
+    return []
+'''
+
+
+PROGRAMS = {"index_tensors": INDEXING, "embedding_bags": BAGS, "cumulative_indices": CUMULATIVE,
+            "embedding_bags_with_padding": PADDED_BAGS}
 
 
 @pytest.mark.parametrize("mode", ["strict", "hybrid"])

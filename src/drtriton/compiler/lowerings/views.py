@@ -602,17 +602,22 @@ def _embedding_bag(L, input, weight, offsets=None, max_norm=None, norm_type=2,
                    include_last_offset=False, padding_idx=None) -> ir.Expr:
     """``F.embedding_bag`` of a 2-D input (one bag per row; summed, averaged or maxed), or of a
     1-D input cut into bags by ``offsets`` (summed or averaged); ``per_sample_weights`` scale
-    the rows (``sum``)."""
+    the rows (``sum``); entries equal to ``padding_idx`` (2-D input) are left out of their
+    bag."""
     index = L.t(input)
     if (offsets is None) != (len(index.shape) == 2):
         raise Unsupported("embedding_bag of a 1-D input without offsets, or a 2-D one with them")
-    if max_norm is not None or padding_idx is not None:
-        raise Unsupported("embedding_bag with max_norm or padding_idx")
+    if max_norm is not None:
+        raise Unsupported("embedding_bag with max_norm (it renormalises the weight in place)")
+    if padding_idx is not None and offsets is not None:
+        raise Unsupported("embedding_bag with padding_idx and offsets")
     rows = embedding(L, index, weight)
     if per_sample_weights is not None:
         if mode != "sum":
             raise Unsupported("per_sample_weights with a mode other than sum (PyTorch too)")
         rows = ir.op("mul", rows, ir.reshape(L.t(per_sample_weights), (*index.shape, 1)))
+    if padding_idx is not None:
+        return _bags_without(L, rows, index, int(padding_idx) % L.t(weight).shape[0], mode)
     if offsets is not None:  # bags of data-dependent sizes
         from drtriton.compiler.lowerings.scatter import bags_by_offsets  # scatter imports views
         return bags_by_offsets(L, rows, offsets, mode, include_last_offset)
@@ -620,6 +625,22 @@ def _embedding_bag(L, input, weight, offsets=None, max_norm=None, norm_type=2,
     if mode not in kinds:
         raise Unsupported(f"embedding_bag mode {mode!r}")
     return L.reduce(kinds[mode], rows, (1,))
+
+
+def _bags_without(L, rows: ir.Expr, index: ir.Expr, padding_idx: int, mode: str) -> ir.Expr:
+    """Each row's bag of ``rows`` (batch, bag, dim) reduced over the entries whose index is not
+    ``padding_idx``: a bag of padding only gives zeros, as PyTorch's."""
+    keep = ir.reshape(ir.op("ne", index, ir.const(padding_idx)), (*index.shape, 1))
+    count = L.reduce("sum", ir.cast(keep, rows.dtype), (1,))
+    if mode == "max":
+        top = L.reduce("amax", ir.op("where", keep, rows, ir.const(float("-inf"))), (1,))
+        return ir.op("where", ir.op("gt", count, ir.const(0.0)), top, ir.const(0.0))
+    if mode not in ("sum", "mean"):
+        raise Unsupported(f"embedding_bag mode {mode!r}")
+    total = L.reduce("sum", ir.op("where", keep, rows, ir.const(0.0)), (1,))
+    if mode == "sum":
+        return total
+    return ir.op("div", total, ir.op("maximum", count, ir.const(1.0)))
 
 
 @fn(F.embedding)
