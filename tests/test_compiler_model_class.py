@@ -184,3 +184,55 @@ def test_a_constant_reading_a_tuple_assigned_name_is_not_copied():
     source = (Path(__file__).resolve().parents[1] / "examples" / "conv_relu_bias.py").read_text()
     candidate = check(source, atol=1e-4, rtol=1e-4)
     assert "bias_shape = (out_channels" not in candidate
+
+
+CONFIG_RECORD = '''
+import math as m
+from dataclasses import dataclass, field
+
+import torch
+import torch.nn as nn
+
+
+@dataclass
+class MLPConfig:
+    width: int = 12
+    ratio: float = 2.0
+    act: str = "silu"
+    taps: list = field(default_factory=lambda: [1, 2])
+
+
+class Model(nn.Module):
+    def __init__(self, cfg: MLPConfig, extra: dict):
+        super().__init__()
+        hidden = int(m.ceil(cfg.width * cfg.ratio))
+        self.up, self.down = nn.Linear(cfg.width, hidden), nn.Linear(hidden, cfg.width)
+        self.act = nn.SiLU() if cfg.act == "silu" else nn.ReLU()
+        self.scale = extra["scale"] * len(cfg.taps)
+
+    def forward(self, x):
+        return x + self.scale * self.down(self.act(self.up(x)))
+
+
+def get_inputs():
+    return [torch.randn(3, 12)]
+
+
+def get_init_inputs():
+    return [MLPConfig(act="relu"), {"scale": 0.25}]
+'''
+
+
+def test_a_dataclass_config_and_an_aliased_math_module_reach_the_constructor():
+    """A program that defines a dataclass loads (``dataclasses`` looks its module up in
+    ``sys.modules``), and ModelNew's constructor gets the record and ``math`` it reads."""
+    candidate = check(CONFIG_RECORD, atol=1e-5, rtol=1e-5)
+    assert "import dataclasses" in candidate and "import math" in candidate
+
+
+def test_a_program_defining_a_dataclass_is_judged():
+    """The judge's worker loads reference and candidate the same way (it failed to load them)."""
+    from drtriton.judge import JudgeConfig, verify
+
+    candidate = compile_program(CONFIG_RECORD, CompilerConfig(device="cpu"))
+    assert verify(CONFIG_RECORD, candidate, JudgeConfig(device="cpu")).status == "correct"

@@ -12,10 +12,12 @@ torch share state between them: ``TORCH_STATE_LOCK`` (fx patches, default RNG) a
 from __future__ import annotations
 
 import ast
+import contextlib
 import random
+import sys
 import threading
 import types
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 
 import torch
 
@@ -49,13 +51,31 @@ class ProgramError(ValueError):
     """The source is not a valid KernelBench-format program."""
 
 
+@contextlib.contextmanager
+def importable(module: types.ModuleType) -> Iterator[None]:
+    """``module`` in ``sys.modules`` while its source runs (then whatever held its name before):
+    ``dataclasses`` looks a class's module up there, so a program that defines a dataclass
+    could not be loaded without it."""
+    name = module.__name__
+    before = sys.modules.get(name)
+    sys.modules[name] = module
+    try:
+        yield
+    finally:
+        if before is None:
+            sys.modules.pop(name, None)
+        else:
+            sys.modules[name] = before
+
+
 def load_program(source: str, name: str = "program") -> types.ModuleType:
     """Execute trusted program source in a fresh module and check its KernelBench names."""
     module = types.ModuleType(name)
     module.__file__ = f"<{name}>"
     try:
         code = compile(source, f"<{name}>", "exec")
-        exec(code, module.__dict__)
+        with importable(module):
+            exec(code, module.__dict__)
     except Exception as exc:  # report any failure as a program error, with its cause
         raise ProgramError(f"{name}: cannot execute source: {type(exc).__name__}: {exc}") from exc
     missing = [n for n in REQUIRED_NAMES if n not in module.__dict__]

@@ -12,7 +12,7 @@ import types
 import torch
 
 from drtriton.compiler import CompilerConfig, compile_program
-from drtriton.program import as_output_tuple, load_program
+from drtriton.program import as_output_tuple, importable, load_program
 
 HEAD = "import torch\nimport torch.nn as nn\nimport torch.nn.functional as F\n\n\n"
 
@@ -41,7 +41,8 @@ def program(body: str, shapes: list[tuple[int, ...]], init: str = "", init_args:
 def run_pair(source: str, candidate: str, seed: int = 0):
     ref = load_program(source, "reference")
     cand = types.ModuleType("candidate")
-    exec(compile(candidate, "<candidate>", "exec"), cand.__dict__)
+    with importable(cand):
+        exec(compile(candidate, "<candidate>", "exec"), cand.__dict__)
     init = ref.get_init_inputs()
     torch.manual_seed(seed)
     m_ref = ref.Model(*init)

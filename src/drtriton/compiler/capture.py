@@ -451,7 +451,9 @@ def _aliases(tree: ast.Module) -> dict[str, str]:
     return aliases
 
 
-PURE_MODULES = frozenset({"math"})  # standard modules a constructor may use (numbers only)
+# standard modules a constructor may use (numbers, configuration records)
+PURE_MODULES = frozenset({"math", "dataclasses", "typing", "functools", "collections", "enum",
+                          "itertools", "operator"})
 _PLAIN_NODES = (ast.Constant, ast.Name, ast.Load, ast.Tuple, ast.List, ast.BinOp, ast.UnaryOp,
                 ast.operator, ast.unaryop, ast.Attribute)
 
@@ -494,7 +496,7 @@ def extract_init(source: str) -> tuple[str, str]:
     """``Model.__init__`` rewritten for ``ModelNew``, plus the module-level names it needs."""
     tree = parse_python(source)
     aliases = _aliases(tree)
-    pure = {k for k, v in aliases.items() if v in PURE_MODULES}  # copied as imports
+    pure = {k for k, v in aliases.items() if v.split(".")[0] in PURE_MODULES}  # copied as imports
     bad = {k: v for k, v in aliases.items()
            if not (v == "torch" or v.startswith("torch.")) and k not in pure}
     model = next(s for s in tree.body if isinstance(s, ast.ClassDef) and s.name == "Model")
@@ -540,7 +542,8 @@ def extract_init(source: str) -> tuple[str, str]:
     for stmt in body:
         visit(stmt)
     order = [s for s in tree.body if any(defs.get(n) is s for n in needed)]
-    heads = [f"import {aliases[n]} as {n}" if aliases[n] != n else f"import {n}" for n in imports]
+    # _TorchNames spells every imported name in full (``dataclass`` as ``dataclasses.dataclass``)
+    heads = [f"import {m}" for m in dict.fromkeys(aliases[n].split(".")[0] for n in imports)]
     pre = "\n\n".join(["\n".join(heads)] * bool(heads)
                        + [ast.unparse(fixer.visit(s)) for s in order])
     text = "\n\n".join(ast.unparse(fixer.visit(stmt)) for stmt in body)

@@ -41,7 +41,7 @@ from drtriton.judge import seal
 from drtriton.judge.autotune import untimed_autotuning
 from drtriton.judge.channel import OUTPUTS_SOCKET
 from drtriton.judge.monitor import ALLOWED_OPS, CASTING_OPS, Monitor
-from drtriton.program import ProgramError, as_output_tuple, make_inputs
+from drtriton.program import ProgramError, as_output_tuple, importable, make_inputs
 
 REPORT = "report.txt"
 OUTPUT_ALIGN = 64  # bytes: every output starts at a multiple (so the judge can view any dtype)
@@ -320,7 +320,8 @@ def _load_source(path: str, name: str, phase: str) -> types.ModuleType:
     module.__file__ = path
     module.__builtins__ = builtins  # the shared builtins, never this worker's private copy
     try:
-        exec(compile(source, path, "exec"), module.__dict__)
+        with importable(module):
+            exec(compile(source, path, "exec"), module.__dict__)
     except SystemExit:
         raise
     except BaseException as exc:
