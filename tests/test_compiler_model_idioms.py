@@ -370,6 +370,20 @@ return [x, torch.randint(-3, 3, (3, 4))]""", args="x, n")
     _check(src, mode)
 
 
+@MODES
+def test_xor_and_logical_ops_of_masks_and_integers(mode):
+    """``^`` of masks, bitwise ``&``, ``|``, ``^`` of integers, and the logical ops, which take
+    each operand's truth: ``logical_and(1, 2)`` is True where ``1 & 2`` is 0."""
+    src = _prog("""
+flip = (x > 0) ^ (n > 0)
+flip ^= x < -1
+both, one = torch.logical_and(n, m), torch.logical_xor(x, m)
+return flip, both, one, torch.logical_or(n, m), n & m, n | m, n ^ m, torch.bitwise_xor(n, 3)
+""", """n = torch.tensor([1, 2, 0, 3, 1, 2, 3, 0, 1, 2, 0, 2])
+return [torch.randn(12), n, n.flip(0) * 2]""", args="x, n, m")
+    _check(src, mode)
+
+
 # ------------------------------------------------------------------ 12. torch.outer
 
 

@@ -485,7 +485,7 @@ class Writer:
     def _op_wide(self, e: ir.Op, a: list[str], idx: list[str]) -> str:
         n, p = e.name, e.params
         binary = {"add": "+", "sub": "-", "mul": "*", "div": "/", "lt": "<", "le": "<=",
-                  "gt": ">", "ge": ">=", "eq": "==", "ne": "!=", "and": "&", "or": "|",
+                  "gt": ">", "ge": ">=", "eq": "==", "ne": "!=", "and": "&", "or": "|", "xor": "^",
                   "fmod": "%"}  # Triton's % is C's fmod for floats and ints (the sign of a)
         if n in binary:
             return f"{a[0]} {binary[n]} {a[1]}"

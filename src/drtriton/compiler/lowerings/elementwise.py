@@ -55,14 +55,41 @@ for _name, _targets in {
     "ge": (torch.ge, operator.ge),
     "eq": (torch.eq, operator.eq),
     "ne": (torch.ne, operator.ne),
-    "and": (torch.logical_and, operator.and_),
-    "or": (torch.logical_or, operator.or_),
 }.items():
     fn(*_targets)(_binary(_name))
-    method(_name if _name not in ("and", "or") else f"logical_{_name}")(_binary(_name))
+    method(_name)(_binary(_name))
 method("sub", "subtract")(_binary("sub"))
 method("mul", "multiply")(_binary("mul"))
 method("div", "divide", "true_divide")(_binary("div"))
+
+
+def _bitwise(name: str):
+    """``&``, ``|``, ``^`` of bools or integers (bitwise, as PyTorch; floats are an error)."""
+    def h(L: Lowering, a, b):
+        a, b = L.t(a), L.t(b)
+        if any(ir.is_float(e.dtype) for e in (a, b) if not isinstance(e, ir.Const)):
+            raise Unsupported(f"bitwise {name} of floating point values (PyTorch refuses it)")
+        return ir.op(name, a, b)
+    return h
+
+
+def _logical(name: str):
+    """``logical_and``/``or``/``xor``: the truth of each operand (nonzero), combined."""
+    def h(L: Lowering, a, b, *, out=None):
+        if out is not None:
+            raise Unsupported("out= argument")
+        truth = [e if e.dtype == torch.bool else ir.op("ne", e, ir.const(0), dtype=torch.bool)
+                 for e in (L.t(a), L.t(b))]
+        return ir.op(name, *truth, dtype=torch.bool)
+    return h
+
+
+for _name, _op, _iop in (("and", operator.and_, operator.iand), ("or", operator.or_, operator.ior),
+                         ("xor", operator.xor, operator.ixor)):
+    fn(_op, _iop, getattr(torch, f"bitwise_{_name}"))(_bitwise(_name))
+    method(f"bitwise_{_name}", f"__{_name}__")(_bitwise(_name))
+    fn(getattr(torch, f"logical_{_name}"))(_logical(_name))
+    method(f"logical_{_name}")(_logical(_name))
 
 
 @fn(torch.rsub)
