@@ -384,6 +384,19 @@ return [torch.randn(12), n, n.flip(0) * 2]""", args="x, n, m")
     _check(src, mode)
 
 
+@MODES
+def test_float_floor_division_and_rounding_to_decimals(mode):
+    """``7.7 // 0.7`` is 10 in PyTorch and Python (from fmod), not ``floor(7.7 / 0.7)`` = 11;
+    ``round(x, decimals=d)`` rounds ``x * 10**d`` half to even (``decimals`` was ignored)."""
+    src = _prog("""
+q = torch.div(x, -0.3, rounding_mode="floor")
+return x // 0.7, q, torch.floor_divide(x, y), torch.round(x, decimals=1), x.round(decimals=-1)
+""", """x = torch.tensor([7.7, 1.0, -2.1, 0.25, -0.35, 1.26, 15.0, -25.0, 0.0, -0.0, 3.5, 2.1])
+y = torch.tensor([0.7, -0.3, 0.0, 0.1, 2.0, -1.5, 0.5, 4.0, 3.0, -2.0, 0.5, 0.7])
+return [x, y]""", args="x, y")
+    _check(src, mode)
+
+
 # ------------------------------------------------------------------ 12. torch.outer
 
 

@@ -26,10 +26,10 @@ def _binary(name):
             b = ir.op("mul", b, ir.const(alpha))
         if name == "div":
             mode = kw.get("rounding_mode")
-            r = ir.op("div", _f(a), _f(b))
             if mode == "floor":
-                r = ir.op("floor", r)
-            elif mode == "trunc":
+                return floor_divide(a, b)
+            r = ir.op("div", _f(a), _f(b))
+            if mode == "trunc":
                 r = ir.op(
                     "where", ir.op("lt", r, ir.const(0.0)), ir.op("ceil", r), ir.op("floor", r)
                 )
@@ -101,7 +101,27 @@ def _rsub(L, a, b, alpha=1):
 @fn(operator.floordiv, torch.floor_divide)
 @method("floor_divide")
 def _floordiv(L, a, b):
-    return ir.op("floor", ir.op("div", _f(L.t(a)), _f(L.t(b))))
+    return floor_divide(L.t(a), L.t(b))
+
+
+def floor_divide(a: ir.Expr, b: ir.Expr) -> ir.Expr:
+    """``a // b`` as PyTorch (and Python) computes it for floats: from ``fmod``, so ``7.7 //
+    0.7`` is 10, not ``floor(7.7 / 0.7)`` = 11; integers as the floor of their quotient."""
+    if not any(ir.is_float(e.dtype) for e in (a, b)):
+        return ir.op("floor", ir.op("div", _f(a), _f(b)))
+    a, b = _f(a), _f(b)
+    zero, quotient = ir.const(0.0), ir.op("div", a, b)
+    mod = ir.op("fmod", a, b)
+    div = ir.op("div", ir.op("sub", a, mod), b)
+    wrong_sign = ir.op("and", ir.op("ne", mod, zero),
+                       ir.op("ne", ir.op("lt", b, zero), ir.op("lt", mod, zero)))
+    div = ir.op("where", wrong_sign, ir.op("sub", div, ir.const(1.0)), div)
+    low = ir.op("floor", div)
+    up = ir.op("where", ir.op("gt", ir.op("sub", div, low), ir.const(0.5)),
+               ir.op("add", low, ir.const(1.0)), low)
+    signed_zero = ir.op("mul", quotient, zero)
+    whole = ir.op("where", ir.op("ne", div, zero), up, signed_zero)
+    return ir.op("where", ir.op("eq", b, zero), quotient, whole)
 
 
 @fn(torch.pow, operator.pow)
@@ -195,10 +215,23 @@ for _name, _targets, _meths in [
     ("sigmoid", (torch.sigmoid, F.sigmoid, torch.special.expit), ("sigmoid",)),
     ("tanh", (torch.tanh, F.tanh), ("tanh",)),
     ("floor", (torch.floor,), ("floor",)), ("ceil", (torch.ceil,), ("ceil",)),
-    ("round", (torch.round,), ("round",)), ("sign", (torch.sign,), ("sign",)),
+    ("sign", (torch.sign,), ("sign",)),
 ]:
     fn(*_targets)(_unary(_name))
     method(*_meths)(_unary(_name))
+
+
+@fn(torch.round)
+@method("round")
+def _round(L, x, *, decimals=0):
+    """Half to even, at ``decimals`` places as PyTorch: ``x * 10**d`` rounded, divided back."""
+    x = _f(L.t(x))
+    if not decimals:
+        return ir.op("round", x)
+    scale = ir.const(10.0 ** abs(int(decimals)))
+    if decimals > 0:
+        return ir.op("div", ir.op("round", ir.op("mul", x, scale)), scale)
+    return ir.op("mul", ir.op("round", ir.op("div", x, scale)), scale)
 
 
 @fn(torch.trunc, torch.fix)
