@@ -385,6 +385,19 @@ return [torch.randn(12), n, n.flip(0) * 2]""", args="x, n, m")
 
 
 @MODES
+def test_shifts_and_small_integer_dtypes(mode):
+    """``<<`` and ``>>`` (arithmetic for negatives), and uint8, int8 and int16 tensors: a
+    uint8 sum wraps at 256 as PyTorch's does."""
+    src = _prog("""
+packed, low = (n << 4) | (n >> 1), (n * 3).to(torch.int8)
+return packed, torch.bitwise_right_shift(-n, 2), img + 1, img / 255.0, low, img.short() - 200
+""", """img = torch.randint(0, 256, (4, 6), dtype=torch.uint8)
+img[0, 0] = 255
+return [img, torch.randint(0, 16, (4, 6), dtype=torch.int32)]""", args="img, n")
+    _check(src, mode)
+
+
+@MODES
 def test_float_floor_division_and_rounding_to_decimals(mode):
     """``7.7 // 0.7`` is 10 in PyTorch and Python (from fmod), not ``floor(7.7 / 0.7)`` = 11;
     ``round(x, decimals=d)`` rounds ``x * 10**d`` half to even (``decimals`` was ignored)."""

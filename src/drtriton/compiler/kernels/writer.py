@@ -20,6 +20,9 @@ TL_DTYPES = {
     torch.bfloat16: "tl.bfloat16",
     torch.int64: "tl.int64",
     torch.int32: "tl.int32",
+    torch.int16: "tl.int16",
+    torch.int8: "tl.int8",
+    torch.uint8: "tl.uint8",
     torch.bool: "tl.int1",
 }
 
@@ -486,6 +489,7 @@ class Writer:
         n, p = e.name, e.params
         binary = {"add": "+", "sub": "-", "mul": "*", "div": "/", "lt": "<", "le": "<=",
                   "gt": ">", "ge": ">=", "eq": "==", "ne": "!=", "and": "&", "or": "|", "xor": "^",
+                  "lshift": "<<", "rshift": ">>",
                   "fmod": "%"}  # Triton's % is C's fmod for floats and ints (the sign of a)
         if n in binary:
             return f"{a[0]} {binary[n]} {a[1]}"

@@ -64,13 +64,24 @@ method("div", "divide", "true_divide")(_binary("div"))
 
 
 def _bitwise(name: str):
-    """``&``, ``|``, ``^`` of bools or integers (bitwise, as PyTorch; floats are an error)."""
+    """``&``, ``|``, ``^``, ``<<``, ``>>`` of bools or integers (bitwise, as PyTorch; floats
+    are an error)."""
     def h(L: Lowering, a, b):
         a, b = L.t(a), L.t(b)
         if any(ir.is_float(e.dtype) for e in (a, b) if not isinstance(e, ir.Const)):
             raise Unsupported(f"bitwise {name} of floating point values (PyTorch refuses it)")
         return ir.op(name, a, b)
     return h
+
+
+for _name, _ops, _methods in (
+    ("lshift", (operator.lshift, operator.ilshift, torch.bitwise_left_shift),
+     ("__lshift__", "bitwise_left_shift")),
+    ("rshift", (operator.rshift, operator.irshift, torch.bitwise_right_shift),
+     ("__rshift__", "bitwise_right_shift")),
+):
+    fn(*_ops)(_bitwise(_name))
+    method(*_methods)(_bitwise(_name))
 
 
 def _logical(name: str):
