@@ -397,15 +397,42 @@ def _slice_scatter(L, x, src, dim=0, start=None, end=None, step=1):
     size = x.shape[d]
     lo, hi, stride = slice(start, end, step).indices(size)
     if stride != 1:
-        raise Unsupported("assignment into a strided slice (slice_scatter with a step)")
+        return _strided_scatter(L, x, src, d, lo, hi, stride)
     hi = max(hi, lo)
     middle = x.shape[:d] + (hi - lo,) + x.shape[d + 1:]
     parts = [_narrow(L, x, d, 0, lo)] if lo > 0 else []
     if hi > lo:
-        parts.append(ir.cast(ir.broadcast_to(src, middle), x.dtype))
+        parts.append(ir.cast(_shaped(ir.broadcast_to(src, middle), middle), x.dtype))
     if hi < size:
         parts.append(_narrow(L, x, d, hi, size - hi))
     return _cat(L, parts, d)
+
+
+def _shaped(e: ir.Expr, shape: ir.Shape) -> ir.Expr:
+    """``e`` with ``shape`` even where it is a scalar constant (which views leave scalar)."""
+    return ir.Const(tuple(shape), e.dtype, e.value) if isinstance(e, ir.Const) else e
+
+
+def _strided_scatter(L, x: ir.Expr, src: ir.Expr, d: int, lo: int, hi: int, step: int):
+    """``x`` with every ``step``-th element of ``[lo, hi)`` along ``d`` replaced by ``src``
+    (``pe[:, 0::2] = torch.sin(...)``): a select between ``x`` and a gather of ``src``."""
+    count = len(range(lo, hi, step))
+    if not count:
+        return x
+    along = ir.view(ir.arange(x.shape[d], 0, 1, torch.int64), x.shape, ((d, 0, 1),))
+    offset = ir.op("sub", along, ir.const(lo))
+    hit = ir.op("and", ir.op("and", ir.op("ge", along, ir.const(lo)),
+                             ir.op("lt", along, ir.const(hi))),
+                ir.op("eq", ir.op("fmod", offset, ir.const(step)), ir.const(0)))
+    if isinstance(src, ir.Const):  # one value: a scalar, whatever shape it was given
+        src = ir.Const((), x.dtype, src.value)
+    else:
+        src = ir.cast(ir.broadcast_to(src, x.shape[:d] + (count,) + x.shape[d + 1:]), x.dtype)
+        row = ir.cast(ir.op("floor", ir.op("div", ir.cast(offset, torch.float32),
+                                           ir.const(float(step)))), torch.int64)
+        row = ir.op("minimum", ir.op("maximum", row, ir.const(0)), ir.const(count - 1))
+        src = take(L, src, d, row)
+    return ir.op("where", hit, src, x)
 
 
 @fn(torch.select_scatter)
