@@ -57,3 +57,35 @@ def test_special_functions_are_as_accurate_as_pytorchs_float32():
         assert ours <= 2 * theirs + 1e-6, (ours, theirs)
         assert torch.equal(torch.isfinite(g), torch.isfinite(w))
 
+
+
+TRIGONOMETRY = """
+import torch
+import torch.nn as nn
+
+
+class Model(nn.Module):
+    def forward(self, x, y, u):
+        log_cosh = torch.log(torch.cosh(x - y)).mean()  # the log-cosh loss
+        return (log_cosh, torch.sinh(x), torch.sinh(x * 1e-4), torch.asinh(x * 50),
+                torch.acosh(1 + u * 3), torch.atanh(u * 1.8 - 0.9), torch.atan(x * 3),
+                torch.atan2(y, x), x.arctan2(u), torch.asin(u * 2 - 1), torch.acos(u * 2 - 1),
+                torch.special.erfc(x), torch.copysign(u, y), torch.fmax(x, y), x.fmin(y))
+
+
+def get_inputs():
+    x, y = torch.randn(6, 40), torch.randn(6, 40)
+    x[0, :8] = torch.tensor([0.0, float("inf"), -float("inf"), float("nan"), -0.0, -0.0, 0.0, -2])
+    y[0, :8] = torch.tensor([1.0, 2.0, -3.0, 1.0, 0.0, -0.0, -0.0, float("nan")])
+    return [x, y, torch.rand(6, 40)]
+
+
+def get_init_inputs():
+    return []
+"""
+
+
+def test_hyperbolic_and_inverse_trigonometric_functions_with_their_edges():
+    """Values (signed zeros of atan2 and copysign, infinities, NaN) as PyTorch's, and within
+    float32 rounding of them: evaluated in float64 (atan by Cephes' polynomial and Newton)."""
+    check(TRIGONOMETRY, atol=2e-7, rtol=1e-6)
