@@ -65,3 +65,39 @@ def test_a_rearrange_with_an_ellipsis_is_refused_by_fx_and_exported_by_auto():
     with pytest.raises(UnsupportedOperatorError, match="einops"):
         compile_program(source, CompilerConfig(device="cpu", capture="fx"))
     check(source)
+
+
+PATCH_EMBEDDING = '''
+import torch
+import torch.nn as nn
+from einops.layers.torch import Rearrange
+
+
+class Model(nn.Module):
+    def __init__(self, channels=3, patch=4, dim=32):
+        super().__init__()
+        self.to_patches = nn.Sequential(
+            Rearrange("b c (h p1) (w p2) -> b (h w) (p1 p2 c)", p1=patch, p2=patch),
+            nn.LayerNorm(patch * patch * channels),
+            nn.Linear(patch * patch * channels, dim),
+        )
+        self.to_image = Rearrange("b (h w) d -> b d h w", h=2)
+
+    def forward(self, img):
+        return self.to_image(self.to_patches(img))
+
+
+def get_inputs():
+    return [torch.randn(2, 3, 8, 16)]
+
+
+def get_init_inputs():
+    return []
+'''
+
+
+def test_rearrange_layers_in_a_vit_patch_embedding():
+    """``einops.layers.torch.Rearrange`` built in the constructor (its import copied into the
+    candidate) and lowered as the function."""
+    candidate = check(PATCH_EMBEDDING, atol=1e-5, rtol=1e-5)
+    assert "import einops.layers.torch" in candidate

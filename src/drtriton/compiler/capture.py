@@ -451,6 +451,8 @@ def _aliases(tree: ast.Module) -> dict[str, str]:
     return aliases
 
 
+# layers a constructor may build (where the library is installed) that the compiler lowers
+LAYER_MODULES = ("einops.layers.torch.",)
 # standard modules a constructor may use (numbers, configuration records)
 PURE_MODULES = frozenset({"math", "dataclasses", "typing", "functools", "collections", "enum",
                           "itertools", "operator"})
@@ -496,7 +498,8 @@ def extract_init(source: str) -> tuple[str, str]:
     """``Model.__init__`` rewritten for ``ModelNew``, plus the module-level names it needs."""
     tree = parse_python(source)
     aliases = _aliases(tree)
-    pure = {k for k, v in aliases.items() if v.split(".")[0] in PURE_MODULES}  # copied as imports
+    pure = {k for k, v in aliases.items()  # copied as imports
+            if v.split(".")[0] in PURE_MODULES or (v.startswith(LAYER_MODULES) and _found(v))}
     bad = {k: v for k, v in aliases.items()
            if not (v == "torch" or v.startswith("torch.")) and k not in pure}
     model = next(s for s in tree.body if isinstance(s, ast.ClassDef) and s.name == "Model")
@@ -543,11 +546,33 @@ def extract_init(source: str) -> tuple[str, str]:
         visit(stmt)
     order = [s for s in tree.body if any(defs.get(n) is s for n in needed)]
     # _TorchNames spells every imported name in full (``dataclass`` as ``dataclasses.dataclass``)
-    heads = [f"import {m}" for m in dict.fromkeys(aliases[n].split(".")[0] for n in imports)]
+    heads = [f"import {m}" for m in dict.fromkeys(_home(aliases[n]) for n in imports)]
     pre = "\n\n".join(["\n".join(heads)] * bool(heads)
                        + [ast.unparse(fixer.visit(s)) for s in order])
     text = "\n\n".join(ast.unparse(fixer.visit(stmt)) for stmt in body)
     return "\n".join("    " + ln if ln else ln for ln in text.splitlines()), pre
+
+
+def _home(target: str) -> str:
+    """The module to import for ``target`` spelt in full: itself if it is a module, else the
+    module that holds it (``einops.layers.torch`` for ``einops.layers.torch.Rearrange``)."""
+    import importlib.util
+
+    home = target.rsplit(".", 1)[0] if "." in target else target
+    try:
+        return target if importlib.util.find_spec(target) is not None else home
+    except (ImportError, ValueError):  # ``a.b`` where ``a`` is a module and ``b`` is not
+        return home
+
+
+def _found(target: str) -> bool:
+    """Whether ``target``'s module can be imported here (so the candidate can import it)."""
+    import importlib.util
+
+    try:
+        return importlib.util.find_spec(target.split(".")[0]) is not None
+    except (ImportError, ValueError):
+        return False
 
 
 def _class_body(model: ast.ClassDef, init: ast.FunctionDef) -> list[ast.stmt]:

@@ -1,6 +1,7 @@
-"""``einops.rearrange`` (when einops is installed): a reshape to the pattern's elementary axes, a
-permutation to their order on the right, and a reshape to its groups; views only. The capture
-keeps the call whole (fx cannot trace into einops, which refuses proxies)."""
+"""``einops.rearrange`` and its layer ``Rearrange`` (when einops is installed): a reshape to the
+pattern's elementary axes, a permutation to their order on the right, and a reshape to its
+groups; views only. The capture keeps the call whole (fx cannot trace into einops, which
+refuses proxies)."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ import re
 
 from drtriton.compiler import ir
 from drtriton.compiler.lower import Unsupported
-from drtriton.compiler.lowerings.registry import fn
+from drtriton.compiler.lowerings.registry import fn, module
 
 try:
     import einops
@@ -82,6 +83,14 @@ def rearrange(x: ir.Expr, pattern: str, axes_lengths: dict[str, int]) -> ir.Expr
 
 
 if einops is not None:
+    from einops.layers.torch import Rearrange
+
     @fn(einops.rearrange)
     def _rearrange(L, tensor, pattern: str, **axes_lengths):
         return rearrange(L.t(tensor), pattern, axes_lengths)
+
+    @module(Rearrange)
+    def _rearrange_layer(L, m, p, x):
+        """The layer (``nn.Sequential(Rearrange("b c (h p) (w q) -> b (h w) (p q c)", p=16,
+        q=16), ...)``, a ViT's patch embedding) as the function."""
+        return rearrange(L.t(x), m.pattern, dict(m.axes_lengths))
