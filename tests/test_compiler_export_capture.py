@@ -100,6 +100,17 @@ def test_an_op_with_no_lowering_and_no_decomposition_is_named_with_its_line():
     assert "\n" not in str(refused.value)
 
 
+def test_auto_capture_names_where_each_capture_stopped():
+    """fx stops at a call it has no lowering for, export (which decomposes that call) at a
+    later one: the one-line error names both, the one to work on included."""
+    source = _prog("y = torch.special.xlogy(a.abs(), a)\nreturn torch.special.i0(y)",
+                   "torch.randn(4, 5)")
+    with pytest.raises(UnsupportedOperatorError, match=r"special_xlogy at line 12: .*"
+                       r"torch\.export stops at aten\.i0 at line 13\)$") as refused:
+        compile_program(source, CompilerConfig(device="cpu"))
+    assert "\n" not in str(refused.value)
+
+
 def test_a_random_draw_in_forward_is_refused_not_frozen():
     source = _prog("return a + torch.randn_like(a)", "torch.randn(4)")
     with pytest.raises(UnsupportedOperatorError, match="aten.randn_like .*random numbers"):

@@ -64,7 +64,8 @@ def compile_with_products(source: str, config: CompilerConfig | None = None,
 def _captured_and_lowered(source: str, config: CompilerConfig, tuning: Tuning | None):
     """The capture ``config.capture`` names and its lowering; ``auto`` tries ``torch.fx``
     first and ``torch.export`` where that fails, and reports the fx error if both fail (it
-    names the program's own calls, not ATen ops), unless fx could not trace the forward at all
+    names the program's own calls, not ATen ops; the operator export stopped at, where another,
+    is added to its reason), unless fx could not trace the forward at all
     (an assignment into a tensor): then the later capture's error, which names the operator and
     line where it can, and otherwise says what stopped it (data-dependent shapes)."""
     errors = []
@@ -75,6 +76,12 @@ def _captured_and_lowered(source: str, config: CompilerConfig, tuning: Tuning | 
         except UnsupportedOperatorError as exc:
             errors.append(exc)
     named = [e for e in errors if e.line]
+    if len(named) > 1 and named[1].operator != named[0].operator:
+        first, later = named[0], named[1]  # both captures named an operator: say both
+        also = f"torch.export stops at {later.operator} at line {later.line}"
+        raise UnsupportedOperatorError(
+            first.operator, first.line, first.text,
+            f"{first.reason}; {also}" if first.reason else also) from first
     raise named[0] if named else errors[-1]
 
 
