@@ -101,3 +101,37 @@ def test_rearrange_layers_in_a_vit_patch_embedding():
     candidate) and lowered as the function."""
     candidate = check(PATCH_EMBEDDING, atol=1e-5, rtol=1e-5)
     assert "import einops.layers.torch" in candidate
+
+
+HELPER_CLASS = '''
+import torch
+import torch.nn as nn
+from einops import rearrange
+
+
+class MergeHeads(nn.Module):
+    def forward(self, x):
+        return rearrange(x, "b h n d -> b n (h d)")
+
+
+class Model(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.merge = MergeHeads()
+
+    def forward(self, x):
+        return self.merge(x) + 1
+
+
+def get_inputs():
+    return [torch.randn(2, 4, 3, 8)]
+
+
+def get_init_inputs():
+    return []
+'''
+
+
+def test_a_helper_module_calling_rearrange_is_copied_with_its_import():
+    candidate = check(HELPER_CLASS)
+    assert "import einops" in candidate

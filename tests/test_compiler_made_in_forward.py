@@ -140,6 +140,16 @@ def test_weight_normed_modules_compute_their_weight(dim):
     check(src, atol=1e-5, rtol=1.3e-6, equal_nan=False)
 
 
+def test_the_old_weight_norm_hook_converts_through_torch_export():
+    """``torch.nn.utils.weight_norm`` (HiFi-GAN's, a forward pre-hook that sets a computed
+    ``weight``): such a model does not deep-copy, which stopped the export capture with a
+    RuntimeError; it is exported unmoved, the hook's computation in its graph."""
+    src = WEIGHT_NORMED.replace("nn.utils.parametrizations.weight_norm",
+                                "nn.utils.weight_norm").replace("DIM", "0")
+    candidate = check(src, atol=1e-5, rtol=1.3e-6, equal_nan=False)
+    assert "weight_g" in candidate
+
+
 def test_a_random_tensor_drawn_in_forward_is_refused_not_frozen():
     """``torch.randn(3)`` without tensor inputs is folded by the trace into a constant; a
     candidate would repeat that one draw, so the compiler refuses it, naming the line."""

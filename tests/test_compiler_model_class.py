@@ -236,3 +236,38 @@ def test_a_program_defining_a_dataclass_is_judged():
 
     candidate = compile_program(CONFIG_RECORD, CompilerConfig(device="cpu"))
     assert verify(CONFIG_RECORD, candidate, JudgeConfig(device="cpu")).status == "correct"
+
+
+CONTRASTIVE = '''
+import numpy as np
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+
+class Model(nn.Module):
+    def __init__(self, dim=16):
+        super().__init__()
+        self.image_proj, self.text_proj = nn.Linear(24, dim), nn.Linear(12, dim)
+        self.logit_scale = nn.Parameter(torch.ones([]) * np.log(1 / 0.07))
+
+    def forward(self, image, text):
+        i = F.normalize(self.image_proj(image), dim=-1)
+        t = F.normalize(self.text_proj(text), dim=-1)
+        return self.logit_scale.exp() * i @ t.t()
+
+
+def get_inputs():
+    return [torch.randn(4, 24), torch.randn(4, 12)]
+
+
+def get_init_inputs():
+    return []
+'''
+
+
+def test_numpy_in_the_constructor_clips_logit_scale():
+    """CLIP sets its logit scale with ``np.log``: numpy, where installed, is imported by the
+    candidate's constructor too."""
+    candidate = check(CONTRASTIVE, atol=1e-5, rtol=1e-5)
+    assert "import numpy" in candidate

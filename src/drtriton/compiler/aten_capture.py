@@ -104,9 +104,10 @@ def _export_on_meta(model: torch.nn.Module, module) -> tuple[torch.export.Export
     the real ones (a forward mixing its input with a tensor it makes on the CPU, or making a
     tensor from literals: on meta its values are lost)."""
     inputs = meta_inputs(module)
-    if inputs is not None:
+    copied = _copy_on_meta(model) if inputs is not None else None
+    if copied is not None:
         try:
-            program = _export(copy.deepcopy(model).to("meta"), inputs)
+            program = _export(copied, inputs)
             if not any(isinstance(t, torch.Tensor) and t.is_meta
                        for t in program.constants.values()):
                 return program, inputs
@@ -114,6 +115,15 @@ def _export_on_meta(model: torch.nn.Module, module) -> tuple[torch.export.Export
             pass
     inputs = list(module.get_inputs())
     return _export(model, inputs), inputs
+
+
+def _copy_on_meta(model: torch.nn.Module) -> torch.nn.Module | None:
+    """A copy of ``model`` on the meta device; None where it cannot be copied (a computed
+    tensor attribute, as the old ``torch.nn.utils.weight_norm`` leaves, refuses deepcopy)."""
+    try:
+        return copy.deepcopy(model).to("meta")
+    except RuntimeError:
+        return None
 
 
 def _export(model: torch.nn.Module, inputs: list) -> torch.export.ExportedProgram:

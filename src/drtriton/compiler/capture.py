@@ -451,8 +451,9 @@ def _aliases(tree: ast.Module) -> dict[str, str]:
     return aliases
 
 
-# layers a constructor may build (where the library is installed) that the compiler lowers
-LAYER_MODULES = ("einops.layers.torch.",)
+# libraries a constructor (or a helper class it builds) may use where they are installed: numbers
+# (``np.log(1 / 0.07)``, CLIP's logit scale) and einops' functions and layers, which are lowered
+LIBRARY_MODULES = frozenset({"numpy", "einops"})
 # standard modules a constructor may use (numbers, configuration records)
 PURE_MODULES = frozenset({"math", "dataclasses", "typing", "functools", "collections", "enum",
                           "itertools", "operator"})
@@ -499,7 +500,8 @@ def extract_init(source: str) -> tuple[str, str]:
     tree = parse_python(source)
     aliases = _aliases(tree)
     pure = {k for k, v in aliases.items()  # copied as imports
-            if v.split(".")[0] in PURE_MODULES or (v.startswith(LAYER_MODULES) and _found(v))}
+            if v.split(".")[0] in PURE_MODULES
+            or (v.split(".")[0] in LIBRARY_MODULES and _found(v))}
     bad = {k: v for k, v in aliases.items()
            if not (v == "torch" or v.startswith("torch.")) and k not in pure}
     model = next(s for s in tree.body if isinstance(s, ast.ClassDef) and s.name == "Model")
