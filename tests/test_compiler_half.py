@@ -99,3 +99,31 @@ def test_a_hybrid_half_linear_adds_its_bias_in_the_vendor_call():
     candidate = check(program_source(HALF_SUITE, program, "cpu"), "hybrid", atol=1e-2,
                       rtol=1e-2)
     assert "torch.nn.functional.linear(hidden_states, p_dense_weight, p_dense_bias)" in candidate
+
+
+def test_a_bfloat16_program_is_refused_for_the_interpreter_in_one_line():
+    """The interpreter computes bfloat16 arithmetic wrongly (``x + x`` gave values near 1e37,
+    judged incorrect): the compiler refuses it for the CPU and names the GPU."""
+    from drtriton.compiler import CompilerConfig, UnsupportedOperatorError, compile_program
+
+    source = """
+import torch
+import torch.nn as nn
+
+
+class Model(nn.Module):
+    def forward(self, x):
+        return x + x
+
+
+def get_inputs():
+    return [torch.randn(4, 8, dtype=torch.bfloat16)]
+
+
+def get_init_inputs():
+    return []
+"""
+    with pytest.raises(UnsupportedOperatorError, match="cannot run bfloat16") as refused:
+        compile_program(source, CompilerConfig(device="cpu"))
+    assert "\n" not in str(refused.value)
+    assert "class ModelNew" in compile_program(source, CompilerConfig(device="cuda"))

@@ -15,6 +15,8 @@ from __future__ import annotations
 
 import dataclasses
 
+import torch
+
 from drtriton.compiler import lowerings as _lowerings  # noqa: F401  (fills the dispatch tables)
 from drtriton.compiler.aten_capture import capture_exported
 from drtriton.compiler.capture import capture
@@ -49,6 +51,8 @@ def compile_with_products(source: str, config: CompilerConfig | None = None,
     config = config or CompilerConfig()
     with TORCH_STATE_LOCK:  # tracing (and lowering its graph) is not thread-safe
         cap, prog = _captured_and_lowered(source, config, tuning)
+        if config.device == "cpu":
+            _refuse_bfloat16(cap)
         if config.mode == "hybrid" and not prog.kernels:
             # Everything went to the vendor libraries (a lone matmul or convolution), but a
             # candidate must launch Triton: such a program is compiled strict instead.
@@ -59,6 +63,17 @@ def compile_with_products(source: str, config: CompilerConfig | None = None,
         if unknown:
             raise ValueError(f"tuning names kernels this program has not: {sorted(unknown)}")
         return emit(cap, prog, config), tuple(prog.products)
+
+
+def _refuse_bfloat16(cap) -> None:
+    """The Triton interpreter (``device="cpu"``) computes bfloat16 arithmetic wrongly (``x + x``
+    of a bfloat16 tensor gave values near 1e37): refuse such programs there in one line."""
+    for node in cap.gm.graph.nodes:
+        meta = node.meta.get("tensor_meta")
+        if getattr(meta, "dtype", None) == torch.bfloat16:
+            raise UnsupportedOperatorError(
+                "bfloat16", 0, "", "the Triton interpreter (CPU) cannot run bfloat16 kernels: "
+                "convert on a GPU (--device cuda)")
 
 
 def _captured_and_lowered(source: str, config: CompilerConfig, tuning: Tuning | None):
