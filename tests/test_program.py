@@ -4,7 +4,9 @@ import ast
 import threading
 from pathlib import Path
 
-from drtriton.program import parse_python
+import torch
+
+from drtriton.program import load_program, parse_python
 
 SRC = Path(__file__).parent.parent / "src" / "drtriton"
 
@@ -99,3 +101,33 @@ def test_every_seed_in_the_judges_process_holds_the_torch_state_lock():
     found = [line for p in SRC.rglob("*.py") if p.name != "worker.py"
              for line in _unlocked_seeds(p)]
     assert not found, f"seed under drtriton.program.TORCH_STATE_LOCK at {found}"
+
+
+def test_a_program_with_a_torchscript_helper_loads():
+    """``@torch.jit.script`` compiles a function from its source, which ``inspect`` finds for a
+    program only if its lines are registered (loading it failed with OSError)."""
+    source = """
+import torch
+import torch.nn as nn
+
+
+@torch.jit.script
+def double(x):
+    return x * 2
+
+
+class Model(nn.Module):
+    def forward(self, x):
+        return double(x)
+
+
+def get_inputs():
+    return [torch.randn(4)]
+
+
+def get_init_inputs():
+    return []
+"""
+    module = load_program(source, "scripted")
+    x = torch.randn(4)
+    assert torch.equal(module.Model()(x), x * 2)

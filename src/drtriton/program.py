@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import ast
 import contextlib
+import linecache
 import random
 import sys
 import threading
@@ -72,6 +73,9 @@ def load_program(source: str, name: str = "program") -> types.ModuleType:
     """Execute trusted program source in a fresh module and check its KernelBench names."""
     module = types.ModuleType(name)
     module.__file__ = f"<{name}>"
+    # its lines where ``inspect.getsource`` looks (TorchScript compiles ``@torch.jit.script``
+    # helpers from their source; without them the program could not be loaded)
+    linecache.cache[module.__file__] = (len(source), None, source.splitlines(True), module.__file__)
     try:
         code = compile(source, f"<{name}>", "exec")
         with importable(module):
