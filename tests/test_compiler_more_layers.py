@@ -73,6 +73,14 @@ def test_diagonals_trace_and_addbmm_match_pytorch(capture):
     check(src, capture=capture)
 
 
+def test_diag_of_a_vector_builds_the_matrix():
+    """``torch.diag(v, k)``: ``v`` on the k-th diagonal of a square of zeros (a scaling matrix
+    multiplied in, as ``m @ diag(s)``)."""
+    src = program("return torch.diag(a), torch.diag(a, 2), a.diag(-1) * 3, b @ torch.diag(a)",
+                  [(5,), (3, 5)])
+    check(src)
+
+
 @pytest.mark.parametrize("capture", ["fx", "export"])
 def test_remainder_fmod_and_the_percent_operator_match_pytorch(capture):
     """Python's sign (of the divisor) for ``%`` and ``remainder``, C's (of the dividend) for

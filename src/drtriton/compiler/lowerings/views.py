@@ -244,10 +244,22 @@ def _trace(L, x):
 @fn(torch.diag)
 @method("diag")
 def _diag(L, x, diagonal=0):
-    """A 2-D input's diagonal; a 1-D input is refused (it builds a matrix)."""
-    if len(L.t(x).shape) != 2:
-        raise Unsupported("torch.diag of a 1-D tensor (a matrix from a vector)")
-    return _diagonal(L, x, diagonal)
+    """A 2-D input's diagonal, or the square matrix with a 1-D input on its ``diagonal``-th
+    diagonal and zeros elsewhere."""
+    x = L.t(x)
+    if len(x.shape) == 2:
+        return _diagonal(L, x, diagonal)
+    if len(x.shape) != 1:
+        raise Unsupported(f"torch.diag of a {len(x.shape)}-D tensor")
+    k, n = int(diagonal), x.shape[0]
+    size = n + abs(k)
+    row = ir.view(ir.arange(size, 0, 1, torch.int64), (size, size), ((0, 0, 1),))
+    col = ir.view(ir.arange(size, 0, 1, torch.int64), (size, size), ((1, 0, 1),))
+    on = ir.op("eq", ir.op("sub", col, row), ir.const(k))
+    at = ir.op("minimum", ir.op("maximum", row if k >= 0 else col, ir.const(0)),
+               ir.const(n - 1))  # the vector's element on row i (k >= 0) or column j
+    values = take(L, ir.broadcast_to(ir.reshape(x, (1, n)), (size, n)), 1, at)
+    return ir.op("where", on, values, ir.Const((), x.dtype, 0))
 
 
 @fn(torch.tile)
