@@ -124,9 +124,7 @@ def floor_divide(a: ir.Expr, b: ir.Expr) -> ir.Expr:
     zero, quotient = ir.const(0.0), ir.op("div", a, b)
     mod = ir.op("fmod", a, b)
     div = ir.op("div", ir.op("sub", a, mod), b)
-    wrong_sign = ir.op("and", ir.op("ne", mod, zero),
-                       ir.op("ne", ir.op("lt", b, zero), ir.op("lt", mod, zero)))
-    div = ir.op("where", wrong_sign, ir.op("sub", div, ir.const(1.0)), div)
+    div = ir.op("where", _signs_differ(mod, b), ir.op("sub", div, ir.const(1.0)), div)
     low = ir.op("floor", div)
     up = ir.op("where", ir.op("gt", ir.op("sub", div, low), ir.const(0.5)),
                ir.op("add", low, ir.const(1.0)), low)
@@ -275,10 +273,15 @@ def _remainder(L, a, b):
     PyTorch computes it."""
     a, b = _same_dtype(L, a, b)
     r = ir.op("fmod", a, b)
+    return ir.op("where", _signs_differ(r, b), ir.op("add", r, b), r)
+
+
+def _signs_differ(mod: ir.Expr, b: ir.Expr) -> ir.Expr:
+    """Where ``fmod(a, b)`` is nonzero with the sign opposite ``b``'s: there Python's floor
+    division is one less and its remainder ``b`` more than C's."""
     zero = ir.const(0)
-    wrong_sign = ir.op("and", ir.op("ne", r, zero),
-                       ir.op("ne", ir.op("lt", r, zero), ir.op("lt", b, zero)))
-    return ir.op("where", wrong_sign, ir.op("add", r, b), r)
+    return ir.op("and", ir.op("ne", mod, zero),
+                 ir.op("ne", ir.op("lt", mod, zero), ir.op("lt", b, zero)))
 
 
 @fn(torch.hypot)

@@ -21,6 +21,12 @@ def _c(v: float) -> ir.Expr:
     return ir.const(float(v))
 
 
+def _wide(L, x) -> tuple[ir.Expr, ir.Expr]:
+    """(``x`` as a float, its float64 value): what these functions are evaluated in."""
+    x32 = _f(L.t(x))
+    return x32, ir.cast(x32, F64)
+
+
 def _horner(x: ir.Expr, coeffs: tuple[float, ...]) -> ir.Expr:
     """``coeffs[0] * x^(n-1) + ... + coeffs[-1]``."""
     acc = _c(coeffs[0])
@@ -41,8 +47,7 @@ _ERFINV_TAIL = (-0.000200214257, 0.000100950558, 0.00134934322, -0.00367342844,
 def _erfinv(L, x):
     """Giles' approximation, then two Newton steps on ``erf(y) = x`` in float64; +-1 give
     +-inf and |x| > 1 NaN, as PyTorch."""
-    x32 = _f(L.t(x))
-    v = ir.cast(x32, F64)
+    x32, v = _wide(L, x)
     w = ir.op("neg", ir.op("log", ir.op("mul", ir.op("sub", _c(1.0), v),
                                         ir.op("add", _c(1.0), v))))
     central = _horner(ir.op("sub", w, _c(2.5)), _ERFINV_CENTRAL)
@@ -81,8 +86,7 @@ def _lgamma_right(y: ir.Expr) -> ir.Expr:
 def _lgamma(L, x):
     """Lanczos for x >= 0.5, the reflection ``log(pi / |sin(pi x)|) - lgamma(1 - x)`` below
     (+inf at the poles)."""
-    x32 = _f(L.t(x))
-    v = ir.cast(x32, F64)
+    x32, v = _wide(L, x)
     left = ir.op("lt", v, _c(0.5))
     y = ir.op("where", left, ir.op("sub", _c(1.0), v), v, dtype=F64)
     right = _lgamma_right(y)
@@ -97,8 +101,7 @@ def _digamma(L, x):
     """Six steps of ``psi(x) = psi(x + 1) - 1 / x`` then the asymptotic series, in float64;
     below 0.5 the reflection ``psi(1 - x) - pi / tan(pi x)``; -inf at 0 and NaN at the other
     poles, as PyTorch."""
-    x32 = _f(L.t(x))
-    v = ir.cast(x32, F64)
+    x32, v = _wide(L, x)
     left = ir.op("lt", v, _c(0.5))
     y = ir.op("where", left, ir.op("sub", _c(1.0), v), v, dtype=F64)
     shift = _c(0.0)
@@ -116,12 +119,6 @@ def _digamma(L, x):
     out = ir.op("where", ir.op("eq", v, _c(0.0)), _c(float("-inf")), out, dtype=F64)
     return ir.cast(out, x32.dtype)
 
-
-
-def _wide(L, x) -> tuple[ir.Expr, ir.Expr]:
-    """(``x`` as a float, its float64 value): what these functions are evaluated in."""
-    x32 = _f(L.t(x))
-    return x32, ir.cast(x32, F64)
 
 
 def _op(name: str, *args: ir.Expr) -> ir.Expr:
@@ -216,8 +213,8 @@ def _atan(L, x):
 @fn(torch.atan2, torch.arctan2)
 @method("atan2", "arctan2")
 def _atan2(L, y, x):
-    (y32, y64), (_, x64) = _wide(L, y), _wide(L, x)
-    return ir.cast(atan2(y64, x64), ir.promote(y32.dtype, _f(L.t(x)).dtype))
+    (y32, y64), (x32, x64) = _wide(L, y), _wide(L, x)
+    return ir.cast(atan2(y64, x64), ir.promote(y32.dtype, x32.dtype))
 
 
 def _arc(kind: str):
