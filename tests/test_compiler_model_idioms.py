@@ -410,6 +410,25 @@ return [x, y]""", args="x, y")
     _check(src, mode)
 
 
+@MODES
+def test_integer_sums_and_scans_are_exact_int64_and_dtype_arguments_cast(mode):
+    """HF's ``attention_mask.sum(1) - 1`` and ``cumsum(-1)`` position ids: integer sums,
+    extremes and scans run in int64 (values past 2**24 stay exact; a cumsum in float32 turned
+    16777217 + 1 into 16777216), and ``dtype=`` casts before the op; ``.data`` is the tensor."""
+    src = _prog("""
+last = h[torch.arange(h.shape[0]), m.sum(dim=1) - 1]
+pos = m.cumsum(-1) * m
+return (last, pos, torch.cumsum(ids, dim=1), ids.amax(1), ids.amin(0), ids.cumprod(1),
+        torch.sum(m, 1, dtype=torch.float32), torch.softmax(h.data, -1, dtype=torch.float64),
+        (m > 0).sum(), m.to(torch.int32).sum(-1), ids.sum())
+""", """m = torch.ones(2, 5, dtype=torch.long)
+m[0, 3:] = 0
+ids = torch.randint(-2**40, 2**40, (3, 7))
+ids[:, 0] = 16777217
+return [torch.randn(2, 5, 4), m, ids]""", args="h, m, ids")
+    _check(src, mode)
+
+
 # ------------------------------------------------------------------ 12. torch.outer
 
 

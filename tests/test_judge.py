@@ -62,6 +62,16 @@ def test_compare_shape_dtype_nan_inf_exact():
     assert not compare_outputs((e, e), [e], JudgeConfig()).ok
 
 
+def test_integer_mismatch_reports_its_exact_difference_and_count():
+    """16777217 and 16777216 are equal in float32: the report says 1, not ``max abs err 0``."""
+    e = torch.tensor([[16777217, 1, 5]])
+    bad = _cmp(e, torch.tensor([[16777216, 1, 5]]))
+    assert not bad.ok and bad.max_abs_err == 1.0
+    assert "1 of 3 elements" in bad.reason and "max abs diff 1" in bad.reason
+    flags = _cmp(torch.tensor([True, False]), torch.tensor([False, False]))
+    assert not flags.ok and "1 of 2" in flags.reason
+
+
 def test_compare_is_chunked_and_still_sees_every_element(monkeypatch):
     import drtriton.judge.compare as compare
 

@@ -91,18 +91,23 @@ class Reductions:
             # a count of true elements: every partial sum is an integer below 2**24, exact in
             # the float32 accumulators; the node's int64 dtype is restored by the caller
             x, dtype = ir.cast(x, torch.float32), torch.float32
-        if kind in ("sum", "amax", "amin", "logsumexp") and not ir.is_float(x.dtype):
+        integer = not ir.is_float(x.dtype)
+        if integer and kind in ("sum", "amax", "amin"):
+            # exact in int64 accumulators, as PyTorch sums integers (the result is int64)
+            dtype = torch.int64 if kind == "sum" else x.dtype
+        elif integer and kind == "logsumexp":
             raise Unsupported(f"{kind} of {x.dtype}")
         x = self._unfold_normalised(x)
         self.flush_expr(x)
-        chunks = self._row_split(kind, x.shape, dims)
+        # the split forms combine their partial results in float32
+        chunks = 0 if integer else self._row_split(kind, x.shape, dims)
         if chunks:
             out = self._row_split_reduce(kind, x, dims, chunks, kw.get("correction", 1))
             out = ir.reshape(out, kept)
             if keepdim:
                 return ir.reshape(out, tuple(1 if d in dims else s for d, s in enumerate(x.shape)))
             return out
-        split = self._split_factor(kind, x.shape, dims)
+        split = 0 if integer else self._split_factor(kind, x.shape, dims)
         if split:
             out = self._split_reduce(kind, x, dims[0], split, kept, dtype)
         else:
@@ -316,9 +321,13 @@ class Reductions:
         return ir.reshape(mean, keep), ir.reshape(var, keep)
 
     def scan(self, kind: str, x: ir.Expr, dim: int) -> ir.Expr:
+        """A cumulative ``kind`` along ``dim``; a cumsum or cumprod of integers runs exactly in
+        int64, as PyTorch's (whose result is int64)."""
         x = self.t(x)
         if not ir.is_float(x.dtype):
-            raise Unsupported(f"{kind} of {x.dtype}")
+            if kind not in ("cumsum", "cumprod"):
+                raise Unsupported(f"{kind} of {x.dtype}")
+            x = ir.cast(x, torch.int64)
         if len(x.shape) == 0:
             return x
         dim = dim % len(x.shape)

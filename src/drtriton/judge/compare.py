@@ -57,9 +57,9 @@ def compare_outputs(
         atol, rtol = config.tolerance(e.dtype)
         if not e.is_floating_point():
             if not torch.equal(a, e):
-                return Comparison(
-                    False, f"output {i}: values differ (exact dtype)", max_abs, max_rel, *worst
-                )
+                why, diff = _exact_mismatch(e, a)
+                return Comparison(False, f"output {i}: {why}", max(max_abs, diff), max_rel,
+                                  *worst)
             continue
         why, chunk_abs, chunk_rel = _compare_float(e, a, atol, rtol, device)
         max_abs, max_rel = max(max_abs, chunk_abs), max(max_rel, chunk_rel)
@@ -169,6 +169,19 @@ def _compare_float(e: torch.Tensor, a: torch.Tensor, atol: float, rtol: float, d
         if not within:
             return f"max_abs_err {max_abs:.3g} > tolerance ({atol:g}, {rtol:g})", max_abs, max_rel
     return None, max_abs, max_rel
+
+
+def _exact_mismatch(e: torch.Tensor, a: torch.Tensor) -> tuple[str, float]:
+    """Why two unequal integer or bool outputs differ, and their largest difference (in
+    float64: exact below 2**53, where float32 would call 16777217 and 16777216 equal)."""
+    differ = (a != e).reshape(-1)
+    count, total = int(differ.sum()), differ.numel()
+    if e.dtype == torch.bool:
+        return f"values differ at {count} of {total} elements (exact dtype)", 1.0
+    ev, av = e.reshape(-1)[differ].double(), a.reshape(-1)[differ].double()
+    diff = float((ev - av).abs().max())
+    return (f"values differ at {count} of {total} elements (exact dtype, max abs diff "
+            f"{diff:.17g})", diff)
 
 
 def _pattern_differs(ec: torch.Tensor, ac: torch.Tensor) -> str | None:

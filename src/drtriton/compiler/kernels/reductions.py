@@ -109,12 +109,22 @@ class _Rows:
         tile = TL_DTYPES[torch.float32] if ir.is_float(x.dtype) else "tl.int64"
         return w.tmp(f"{v} + tl.zeros([BM, {self.BR}], {tile})", "x"), idx
 
+    @property
+    def integer(self) -> bool:
+        """Integer rows are loaded as int64 tiles and reduced exactly in int64."""
+        return not ir.is_float(self.x.dtype)
+
     def sum_of(self, term: Callable[[str], str]) -> str:
         """One pass summing ``term(chunk)`` over each row; returns the [BM] sum's name."""
-        acc = self.w.tmp(f"tl.zeros([BM], {FDT}) + 0.0", "acc")
+        if self.integer:
+            acc = self.w.tmp("tl.zeros([BM], tl.int64)", "acc")
+            zero = "0"
+        else:
+            acc = self.w.tmp(f"tl.zeros([BM], {FDT}) + 0.0", "acc")
+            zero = "0.0"
         with self.w.block(self.loop):
             v, _ = self.chunk()
-            self.w.line(f"{acc} += tl.sum(tl.where(mask, {term(v)}, 0.0), 1)")
+            self.w.line(f"{acc} += tl.sum(tl.where(mask, {term(v)}, {zero}), 1)")
         return acc
 
 
@@ -125,6 +135,7 @@ Reducer = Callable[[_Rows], str]
 Normaliser = Callable[[_Rows], Callable[[str], str]]
 
 _EXTREMES = {"max": ('-float("inf")', ">"), "min": ('float("inf")', "<")}  # fill, improves
+_INT_EXTREMES = {"max": str(torch.iinfo(torch.int64).min), "min": str(torch.iinfo(torch.int64).max)}
 
 
 def _sum(r: _Rows) -> str:
@@ -182,10 +193,11 @@ def _extreme(fn: str) -> Reducer:
     fill = _EXTREMES[fn][0]
 
     def emit(r: _Rows) -> str:
-        acc = r.w.tmp(f"tl.full([BM], {fill}, {FDT})", "acc")
+        tile_fill, dtype = (_INT_EXTREMES[fn], "tl.int64") if r.integer else (fill, FDT)
+        acc = r.w.tmp(f"tl.full([BM], {tile_fill}, {dtype})", "acc")
         with r.w.block(r.loop):
             v, _ = r.chunk()
-            r.w.line(f"{acc} = tl.{fn}imum({acc}, tl.{fn}(tl.where(mask, {v}, {fill}), 1))")
+            r.w.line(f"{acc} = tl.{fn}imum({acc}, tl.{fn}(tl.where(mask, {v}, {tile_fill}), 1))")
         return acc
 
     return emit
@@ -349,7 +361,10 @@ def scan(w: Writer, kind: str, x: ir.Expr, dim: int, out: str) -> Kernel:
     kidx = w.delinearize("rm", kshape)
     fill = {"cumsum": "0.0", "cumprod": "1.0", "cummax": '-float("inf")',
             "cummin": 'float("inf")', "logcumsumexp": '-float("inf")'}[kind]
-    carry = w.tmp(f"tl.full([BM], {fill}, tl.float32)", "carry")
+    acc_dt = "tl.float32" if ir.is_float(x.dtype) else "tl.int64"  # integers: exact in int64
+    if acc_dt == "tl.int64":
+        fill = {"cumsum": "0", "cumprod": "1"}[kind]
+    carry = w.tmp(f"tl.full([BM], {fill}, {acc_dt})", "carry")
     strides = ir.contiguous_strides(shape)
     with w.block(f"for r0 in range(0, {R}, {BR}):"):
         w.line(f"rr = r0 + tl.arange(0, {BR})[None, :]")
@@ -359,7 +374,7 @@ def scan(w: Writer, kind: str, x: ir.Expr, dim: int, out: str) -> Kernel:
             idx[d] = i
         idx[dim] = "rr"
         v = w.ev(x, idx, "mask")
-        v = w.tmp(f"tl.where(mask, {v} + tl.zeros([BM, {BR}], tl.float32), {fill})", "x")
+        v = w.tmp(f"tl.where(mask, {v} + tl.zeros([BM, {BR}], {acc_dt}), {fill})", "x")
         if kind == "cumsum":
             c = w.tmp(f"tl.cumsum({v}, 1) + {carry}[:, None]", "c")
             w.line(f"{carry} = {carry} + tl.sum({v}, 1)")

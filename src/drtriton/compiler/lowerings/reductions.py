@@ -14,13 +14,19 @@ from drtriton.compiler.lowerings.views import _index
 # ------------------------------------------------------------------ reductions
 
 
+def _as_dtype(L, x, dtype: torch.dtype | None) -> ir.Expr:
+    """The input of an op with a ``dtype=`` argument: PyTorch casts it before the op."""
+    x = L.t(x)
+    return x if dtype is None or dtype == x.dtype else ir.cast(x, dtype)
+
+
 def _reduction(kind):
     def h(L, x, dim=None, keepdim=False, *, dtype=None, out=None):
         if isinstance(dim, bool):  # positional keepdim without dim never happens; guard anyway
             raise Unsupported("bad arguments")
         if isinstance(dim, list):
             dim = tuple(dim)
-        return L.reduce(kind, x, dim, keepdim)
+        return L.reduce(kind, _as_dtype(L, x, dtype), dim, keepdim)
 
     return h
 
@@ -219,19 +225,19 @@ def _logsumexp(L, x, dim, keepdim=False):
 @fn(torch.softmax, F.softmax, torch.special.softmax)
 @method("softmax")
 def _softmax(L, x, dim=None, _stacklevel=3, dtype=None):
-    return L.rowfull("softmax", x, -1 if dim is None else dim)
+    return L.rowfull("softmax", _as_dtype(L, x, dtype), -1 if dim is None else dim)
 
 
 @fn(torch.log_softmax, F.log_softmax, torch.special.log_softmax)
 @method("log_softmax")
 def _log_softmax(L, x, dim=None, _stacklevel=3, dtype=None):
-    return L.rowfull("log_softmax", x, -1 if dim is None else dim)
+    return L.rowfull("log_softmax", _as_dtype(L, x, dtype), -1 if dim is None else dim)
 
 
 @fn(torch.cumsum)
 @method("cumsum")
 def _cumsum(L, x, dim, dtype=None):
-    return L.scan("cumsum", _f(L.t(x)), dim)
+    return L.scan("cumsum", _as_dtype(L, x, dtype), dim)
 
 
 @fn(torch.cumprod)
@@ -239,7 +245,7 @@ def _cumsum(L, x, dim, dtype=None):
 def _cumprod(L, x, dim, dtype=None):
     """Products in blocks (an associative scan) times the running product of earlier blocks:
     the order of the multiplications differs from PyTorch's sequential one, as cumsum's does."""
-    return L.scan("cumprod", _f(L.t(x)), dim)
+    return L.scan("cumprod", _as_dtype(L, x, dtype), dim)
 
 
 @fn(torch.logcumsumexp)
