@@ -126,9 +126,60 @@ def _copy_on_meta(model: torch.nn.Module) -> torch.nn.Module | None:
         return None
 
 
+def _encoder_forward(self: torch.nn.TransformerEncoder, src: torch.Tensor,
+                     mask: torch.Tensor | None = None,
+                     src_key_padding_mask: torch.Tensor | None = None,
+                     is_causal: bool | None = None) -> torch.Tensor:
+    """``TransformerEncoder.forward`` as eager PyTorch computes it without gradients (the
+    judge's and inference's mode), written so export can trace it. Eager takes the nested-tensor
+    path where the conditions below hold and the padding mask is left-aligned (a data check
+    export skips): the layers' output is 0 at padded positions, then ``self.norm`` applies."""
+    layer = self.layers[0]
+    nested = (torch.backends.mha.get_fastpath_enabled()
+              and getattr(self, "use_nested_tensor", False) and not layer.training
+              and src.dim() == 3 and src_key_padding_mask is not None and mask is None
+              and not torch.is_autocast_enabled())
+    if not nested:
+        return _ENCODER_FORWARD(self, src, mask, src_key_padding_mask, is_causal)
+    norm, self.norm = self.norm, None
+    try:
+        out = _ENCODER_FORWARD(self, src, mask, src_key_padding_mask, is_causal)
+    finally:
+        self.norm = norm
+    pad = src_key_padding_mask
+    valid = pad.logical_not() if pad.dtype == torch.bool else pad == 0
+    padded = valid.logical_not()
+    if getattr(self, "mask_check", True):  # nested only if no row has a token after padding
+        aligned = (valid[:, 1:] <= valid[:, :-1]).all()
+        padded = padded & aligned
+    out = out.masked_fill(padded[..., None], 0.0)
+    return out if norm is None else norm(out)
+
+
+_ENCODER_FORWARD = torch.nn.TransformerEncoder.forward
+
+
+@contextlib.contextmanager
+def _eager_transformers():
+    """PyTorch's transformer modules traced as eager runs them: the encoder's nested-tensor
+    path (``_encoder_forward``), and a mask's causality (a hint: the mask is applied either
+    way) taken as not known, where its check would guard on the mask's values."""
+    import torch.nn.modules.transformer as transformer
+
+    detect = transformer._detect_is_causal_mask
+    torch.nn.TransformerEncoder.forward = _encoder_forward
+    transformer._detect_is_causal_mask = lambda mask, is_causal=None, size=None: \
+        is_causal is True
+    try:
+        yield
+    finally:
+        torch.nn.TransformerEncoder.forward = _ENCODER_FORWARD
+        transformer._detect_is_causal_mask = detect
+
+
 def _export(model: torch.nn.Module, inputs: list) -> torch.export.ExportedProgram:
     try:
-        with _quiet():
+        with _quiet(), _eager_transformers():
             return torch.export.export(model, tuple(inputs), strict=False)
     except Exception as exc:  # data-dependent control flow, unsupported Python, ...
         first = (str(exc).strip().splitlines() or [""])[0][:300]

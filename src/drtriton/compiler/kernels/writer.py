@@ -491,6 +491,12 @@ class Writer:
                   "gt": ">", "ge": ">=", "eq": "==", "ne": "!=", "and": "&", "or": "|", "xor": "^",
                   "lshift": "<<", "rshift": ">>",
                   "fmod": "%"}  # Triton's % is C's fmod for floats and ints (the sign of a)
+        if n in ("and", "or") and e.dtype == torch.bool:
+            # the truth of ``&``/``|``, in a form the interpreter runs: it types a comparison's
+            # result as its operands' dtype, so a 0-d one broadcast to a block holds floats,
+            # and ``&`` of those with a mask fails (selects compile to the same and/or)
+            return (f"tl.where({a[0]}, {a[1]}, False)" if n == "and"
+                    else f"tl.where({a[0]}, True, {a[1]})")
         if n in binary:
             return f"{a[0]} {binary[n]} {a[1]}"
         simple = {"exp": "tl.exp", "log": "tl.log", "sqrt": "tl.sqrt", "rsqrt": "tl.rsqrt",
