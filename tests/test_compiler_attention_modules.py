@@ -70,7 +70,8 @@ def _encoder_program(forward: str, init: str, pad_rows: str) -> str:
     [2, 4] bool padding mask ``m`` (True: padded) in ``get_inputs``."""
     return (HEAD + "class Model(nn.Module):\n    def __init__(self):\n        super().__init__()\n"
             f"        {init}\n        self.eval()\n\n    def forward(self, src, pad):\n"
-            f"        {forward}\n\n\ndef get_inputs():\n    m = torch.zeros(2, 4, dtype=torch.bool)\n"
+            f"        {forward}\n\n\ndef get_inputs():\n"
+            "    m = torch.zeros(2, 4, dtype=torch.bool)\n"
             f"    {pad_rows}\n    return [torch.randn(2, 4, 8), m]\n\n\n"
             "def get_init_inputs():\n    return []\n")
 
@@ -96,7 +97,8 @@ def test_encoder_with_padding_takes_eager_pytorchs_nested_tensor_path(pad_rows, 
 def test_full_transformer_with_a_causal_target_mask_and_source_padding():
     """``nn.Transformer``: the causal mask's check (a hint) guarded on its values in export."""
     init = ("self.t = nn.Transformer(8, 2, 1, 1, 16, dropout=0.0, batch_first=True)\n"
-            "        self.register_buffer('causal', nn.Transformer.generate_square_subsequent_mask(4))")
+            "        self.register_buffer('causal', "
+            "nn.Transformer.generate_square_subsequent_mask(4))")
     src = _encoder_program("return self.t(src, src * 2, tgt_mask=self.causal, "
                            "src_key_padding_mask=pad)", init, "m[0, 3:] = True")
     check(src, atol=1e-5, rtol=1e-4, equal_nan=False)
