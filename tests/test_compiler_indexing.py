@@ -149,10 +149,15 @@ return m.sum(1), m.sum(), m.any(1), m.all(0), torch.any(m), (a > 5).all()
     check(program(body, [(5, 4)]))
 
 
-def test_a_sum_of_integers_is_refused_in_one_line():
-    with pytest.raises(UnsupportedOperatorError, match="sum of torch.int64") as err:
-        compile_program(program("return (a * 10).long().sum(1)", [(3, 4)]),
-                        CompilerConfig(device="cpu"))
+def test_a_sum_of_integers_is_exact_int64():
+    check(program("return (a * 10).long().sum(1), (a * 1e6).long().sum()", [(3, 4)]))
+
+
+def test_indexing_by_a_boolean_mask_is_refused_in_one_line_naming_why():
+    """``x[mask]``'s size depends on the mask's values."""
+    src = program("m = a > 0\ny = torch.zeros_like(a)\ny[m] = a[m] * 2\nreturn y", [(6, 4)])
+    with pytest.raises(UnsupportedOperatorError, match="indexing by a boolean mask") as err:
+        compile_program(src, CompilerConfig(device="cpu"))
     assert err.value.line > 0
 
 

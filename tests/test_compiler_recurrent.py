@@ -164,3 +164,38 @@ def test_weights_that_are_views_into_one_storage_are_read_where_they_are(mode):
     CUDA an RNN's weights are views into one flattened buffer (a 2-layer LSTM read layer 0's
     input weights for layer 1)."""
     check(FLATTENED, mode, atol=1e-5, rtol=1e-5)
+
+
+@pytest.mark.parametrize("capture", ["fx", "export", "auto"])
+def test_packed_sequences_are_refused_naming_the_call_and_its_line(capture):
+    """Traced, ``pack_padded_sequence`` failed deep inside (``__cuda_array_interface__``, or a
+    FakeTensor size in ``zeros``); the refusal names it, and torch's functions are restored."""
+    src = '''
+import torch
+import torch.nn as nn
+from torch.nn.utils.rnn import pack_padded_sequence
+
+
+class Model(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.gru = nn.GRU(4, 4, batch_first=True)
+
+    def forward(self, x, lengths):
+        _, h = self.gru(pack_padded_sequence(x, lengths, batch_first=True))
+        return h
+
+
+def get_inputs():
+    return [torch.randn(2, 3, 4), torch.tensor([3, 2])]
+
+
+def get_init_inputs():
+    return []
+'''
+    before = torch.nn.utils.rnn.pack_padded_sequence
+    with pytest.raises(UnsupportedOperatorError) as err:
+        compile_program(src, CompilerConfig(device="cpu", capture=capture))
+    assert err.value.operator == "pack_padded_sequence" and err.value.line == 13
+    assert "packed variable-length sequences" in str(err.value)
+    assert torch.nn.utils.rnn.pack_padded_sequence is before

@@ -43,6 +43,7 @@ from drtriton.compiler.capture import (
     meta_inputs,
     mode_dependent,
     node_line,
+    refusing_packed_sequences,
     specialised_positions,
 )
 from drtriton.compiler.config import UnsupportedOperatorError
@@ -67,7 +68,8 @@ def capture_exported(source: str) -> Captured:
         module = load_program(source, FILENAME)
         torch.manual_seed(0)
         model = module.Model(*list(module.get_init_inputs()))
-        program, inputs = _export_on_meta(model, module)
+        with refusing_packed_sequences(module, source.splitlines()):
+            program, inputs = _export_on_meta(model, module)
         try:
             gm = _rewrite(program, model, inputs, source.splitlines())
         except UnsupportedOperatorError:
@@ -181,6 +183,8 @@ def _export(model: torch.nn.Module, inputs: list) -> torch.export.ExportedProgra
     try:
         with _quiet(), _eager_transformers():
             return torch.export.export(model, tuple(inputs), strict=False)
+    except UnsupportedOperatorError:
+        raise
     except Exception as exc:  # data-dependent control flow, unsupported Python, ...
         first = (str(exc).strip().splitlines() or [""])[0][:300]
         raise UnsupportedOperatorError(

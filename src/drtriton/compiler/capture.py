@@ -11,10 +11,13 @@ same order and seeded initialisation matches.
 from __future__ import annotations
 
 import ast
+import contextlib
 import functools
 import itertools
 import operator
 import re
+import sys
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 
 import torch
@@ -60,6 +63,42 @@ def node_line(node: fx.Node, lines: list[str]) -> tuple[int, str]:
     return n, lines[n - 1].strip() if 0 < n <= len(lines) else ""
 
 
+PACKING = ("pack_padded_sequence", "pack_sequence")  # of torch.nn.utils.rnn
+
+
+@contextlib.contextmanager
+def refusing_packed_sequences(module, lines: list[str]) -> Iterator[None]:
+    """While tracing, a call that packs variable-length sequences raises a refusal naming
+    itself and the reference's line (traced, they fail deep inside, far from the cause). The
+    functions are swapped in ``torch.nn.utils.rnn`` and in the reference's own globals."""
+    rnn = torch.nn.utils.rnn
+    originals = {name: getattr(rnn, name) for name in PACKING}
+
+    def refusal(name: str):
+        def refuse(*args, **kwargs):
+            frame, line = sys._getframe(1), 0
+            while frame is not None and not line:
+                if frame.f_code.co_filename == f"<{FILENAME}>":
+                    line = frame.f_lineno
+                frame = frame.f_back
+            text = lines[line - 1].strip() if 0 < line <= len(lines) else ""
+            raise UnsupportedOperatorError(name, line, text, "packed variable-length sequences "
+                                           "(pass the padded batch, masking the padding)")
+        return refuse
+
+    swaps = [(vars(rnn), name) for name in PACKING] + [
+        (vars(module), key) for key, value in list(vars(module).items())
+        if any(value is f for f in originals.values())]
+    saved = [(space, key, space[key]) for space, key in swaps]
+    for space, key, value in saved:
+        space[key] = refusal(next(n for n, f in originals.items() if f is value))
+    try:
+        yield
+    finally:
+        for space, key, value in saved:
+            space[key] = value
+
+
 def capture(source: str, lowered: frozenset[type] | None = None) -> Captured:
     """``lowered``: module types the compiler lowers whole (kept as calls in the graph); any
     other module is traced through, down to the functions it calls. None: fx's own rule (the
@@ -70,13 +109,14 @@ def capture(source: str, lowered: frozenset[type] | None = None) -> Captured:
         torch.manual_seed(0)
         model = module.Model(*init_inputs)
         inputs = meta_inputs(module)
-        try:
-            tracer, graph = _trace(model, module, inputs, lowered)
-        except UnsupportedOperatorError:
-            # a module traced through did not trace: keep torch.nn's modules whole, so the
-            # lowering names the one it cannot lower
-            lowered = None
-            tracer, graph = _trace(model, module, inputs, lowered)
+        with refusing_packed_sequences(module, source.splitlines()):
+            try:
+                tracer, graph = _trace(model, module, inputs, lowered)
+            except UnsupportedOperatorError:
+                # a module traced through did not trace: keep torch.nn's modules whole, so
+                # the lowering names the one it cannot lower
+                lowered = None
+                tracer, graph = _trace(model, module, inputs, lowered)
         gm = fx.GraphModule(tracer.root, graph)
         _refuse_random_constants(gm, model, module, inputs, lowered)
         if inputs is None or not propagate_on_meta(gm, inputs):
@@ -150,10 +190,14 @@ def _trace(model: torch.nn.Module, module, inputs: list | None,
     concrete = _scalar_inputs(model, inputs)
     try:
         return tracer, _unassert(tracer.trace(model, concrete_args=concrete or None), concrete)
+    except UnsupportedOperatorError:
+        raise
     except Exception as exc:  # data-dependent control flow, untraceable calls, ...
         first = exc
     try:
         return _trace_with_shapes(model, module, inputs, lowered)
+    except UnsupportedOperatorError:
+        raise
     except Exception:  # noqa: BLE001 - the plain trace's error says more
         pass
     raise UnsupportedOperatorError(

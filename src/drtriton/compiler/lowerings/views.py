@@ -356,6 +356,9 @@ def _advanced(L, x: ir.Expr, key: tuple) -> ir.Expr:
     key = _whole_for_ellipsis(key, len(x.shape))
     key = key + (slice(None),) * (len(x.shape) - len(key))
     at = [d for d, k in enumerate(key) if isinstance(k, ir.Expr)]
+    if any(key[d].dtype == torch.bool for d in at):
+        raise Unsupported("indexing by a boolean mask (the result's size depends on the mask's "
+                          "values; torch.where(mask, a, b) or masked_fill keep the shape)")
     whole = all(k == slice(None) for d, k in enumerate(key) if d not in at)
     if len(key) != len(x.shape) or not whole or at != list(range(at[0], at[-1] + 1)) or any(
             key[d].dtype not in (torch.int64, torch.int32) for d in at):
