@@ -271,3 +271,70 @@ def test_numpy_in_the_constructor_clips_logit_scale():
     candidate's constructor too."""
     candidate = check(CONTRASTIVE, atol=1e-5, rtol=1e-5)
     assert "import numpy" in candidate
+
+
+MODULE_NAMES = '''
+import torch
+import torch.nn as nn
+
+
+class Block(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.add_module("1", nn.Linear(4, 4))
+
+    def forward(self, x):
+        return getattr(self, "1")(x)
+
+
+class Model(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.branches = nn.ModuleDict({"3x3": nn.Linear(4, 4), "conv-a": nn.Linear(4, 4),
+                                       "conv_a": nn.Linear(4, 4), "in": nn.Linear(4, 4),
+                                       "0": nn.Linear(4, 4)})
+        self.seq = nn.Sequential(nn.Linear(4, 4), nn.ReLU())
+        self.block = Block()
+
+    def forward(self, x):
+        b = self.branches
+        y = b["3x3"](x) + b["conv-a"](x) * b["conv_a"](x) - b["in"](x) + b["0"](x)
+        return self.block(self.seq(y))
+
+
+def get_inputs():
+    return [torch.randn(2, 4)]
+
+
+def get_init_inputs():
+    return []
+'''
+
+
+def test_modules_named_by_keys_that_are_not_identifiers_are_read_by_name():
+    """ModuleDict keys "3x3", "conv-a", "in" and "0" (a candidate that did not compile, or
+    read ``self.branches[0]``: a KeyError), beside "conv_a", and ``add_module("1", ...)``."""
+    check(MODULE_NAMES)
+
+
+def test_average_pooling_arguments_by_position():
+    """``F.avg_pool2d(x, 3, 2, 1, True, False)``: ceil_mode and count_include_pad by position
+    (there is no dilation argument; they were read one place off)."""
+    src = MODULE_NAMES.split("class Block")[0] + '''
+import torch.nn.functional as F
+
+
+class Model(nn.Module):
+    def forward(self, x):
+        return (F.avg_pool2d(x, 3, 2, 1, True, False), F.avg_pool1d(x[0], 2, 1, 1, True),
+                F.avg_pool2d(x, 2, 2, 0, False, True, 3))
+
+
+def get_inputs():
+    return [torch.randn(2, 3, 7, 7)]
+
+
+def get_init_inputs():
+    return []
+'''
+    check(src)

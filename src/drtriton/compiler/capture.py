@@ -14,6 +14,7 @@ import ast
 import contextlib
 import functools
 import itertools
+import keyword
 import operator
 import re
 import sys
@@ -28,6 +29,18 @@ from drtriton.compiler.config import UnsupportedOperatorError
 from drtriton.program import TORCH_STATE_LOCK, load_program, parse_python
 
 FILENAME = "drtriton-reference"
+
+
+def _format_target(base: str, target: str) -> str:
+    """fx's own, with keywords read by ``getattr`` too: fx wrote ``self.branches.in(x)`` for a
+    ``ModuleDict`` key ``"in"``, code that does not compile, in both captures."""
+    for part in target.split("."):
+        plain = part.isidentifier() and not keyword.iskeyword(part)
+        base = f"{base}.{part}" if plain else f"getattr({base}, {part!r})"
+    return base
+
+
+fx.graph._format_target = _format_target  # the module global fx's code generator calls
 
 
 @dataclass

@@ -18,6 +18,8 @@ operator raises ``UnsupportedOperatorError`` naming the operator and the source 
 from __future__ import annotations
 
 import dataclasses
+import itertools
+import keyword
 import math
 import operator
 import re
@@ -130,6 +132,26 @@ def _label(node: fx.Node, gm: fx.GraphModule) -> str:
 
 
 TRACED_CONSTANT_MAX = 4096  # elements of a traced constant written into forward as a literal
+
+
+def _attribute_path(model: torch.nn.Module, target: str) -> str:
+    """Python for ``self.<target>`` in ``ModelNew`` whatever the names: ``.name`` where it is an
+    identifier, ``[i]`` into a ``Sequential`` or ``ModuleList``, else ``getattr`` (a
+    ``ModuleDict`` key such as ``"3x3"``, ``"conv-a"``, ``"in"`` or ``"0"``)."""
+    path, prefix = "self", []
+    for part in target.split("."):
+        try:
+            parent = model.get_submodule(".".join(prefix))
+        except AttributeError:
+            parent = None
+        if part.isidentifier() and not keyword.iskeyword(part):
+            path += f".{part}"
+        elif part.isdigit() and isinstance(parent, torch.nn.Sequential | torch.nn.ModuleList):
+            path += f"[{part}]"
+        else:
+            path = f"getattr({path}, {part!r})"
+        prefix.append(part)
+    return path
 
 
 def _traced(model: torch.nn.Module, target: str) -> bool:
@@ -331,6 +353,14 @@ class Lowering(Reductions):
         self.emitted.add(name)
         return ir.Load(shape, meta.dtype, name, ir.contiguous_strides(shape), 0)
 
+    def _param_var(self, target: str) -> str:
+        """The local name ``ModelNew.forward`` gives a parameter: its path as an identifier,
+        numbered where two paths give one name (``conv-a`` and ``conv_a``)."""
+        base = "p_" + re.sub(r"\W", "_", target)
+        taken = set(self.params.values())
+        names = (f"{base}{n or ''}" for n in itertools.count())
+        return next(name for name in names if name not in taken)
+
     def param(self, target: str) -> ir.Expr:
         if target in self.params:
             var = self.params[target]
@@ -346,10 +376,8 @@ class Lowering(Reductions):
                     ) from exc
             if _traced(self.cap.model, target):
                 return self._traced_constant(target, t)
-            var = "p_" + target.replace(".", "_")
-            path = "self" + "".join(
-                f".{p}" if p.isidentifier() else f"[{p}]" for p in target.split(".")
-            )
+            var = self._param_var(target)
+            path = _attribute_path(self.cap.model, target)
             if t.is_complex():  # read as (real, imaginary) pairs along a last dim of 2
                 self.prog.body.append(f"{var} = torch.view_as_real({path}).contiguous()")
                 self.shapes[var] = (tuple(t.shape) + (2,), t.real.dtype)

@@ -501,7 +501,12 @@ def _pooled_size(n: int, p: int, d: int, k: int, s: int, ceil_mode: bool) -> int
 
 for _n, (_a, _m) in enumerate([(F.avg_pool1d, F.max_pool1d), (F.avg_pool2d, F.max_pool2d),
                                 (F.avg_pool3d, F.max_pool3d)], start=1):
-    fn(_a)(lambda L, x, *a, _n=_n, **k: pool(L, "avg", _n, x, *a, **k))
+    def _ap(L, x, kernel_size, stride=None, padding=0, ceil_mode=False, count_include_pad=True,
+            divisor_override=None, _n=_n):  # F.avg_pool*d's order: no dilation
+        return pool(L, "avg", _n, x, kernel_size, stride, padding, 1, ceil_mode,
+                    count_include_pad, divisor_override)
+
+    fn(_a)(_ap)
 
     def _mp(L, x, kernel_size, stride=None, padding=0, dilation=1, ceil_mode=False,
             return_indices=False, _n=_n):
