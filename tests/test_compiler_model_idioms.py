@@ -450,6 +450,19 @@ return x * cos + torch.cat((-x2, x1), dim=-1) * sin, torch.ger(t, t), t.outer(se
 
 
 @MODES
+def test_addmv_addr_and_the_method_forms_of_addmm_with_scales(mode):
+    """``beta * input + alpha * product``; with beta 0 the input is ignored, NaN in it too."""
+    src = _prog("""
+nan = v * float("nan")
+return (torch.addmv(v, m, x, beta=0.3, alpha=1.5), v.addmv(m, x), torch.addmv(nan, m, x, beta=0),
+        torch.addr(m, v, x, alpha=2.0), m.addr(v, x, beta=0.5), c.addmm(m, m.T, alpha=-1.0),
+        c[None].baddbmm(m[None], m.T[None], beta=2.0))
+""", "return [torch.randn(6), torch.randn(6, 5), torch.randn(5), torch.randn(6, 6)]",
+        args="v, m, x, c")
+    _check(src, mode)
+
+
+@MODES
 def test_outer_of_integer_vectors_stays_integer(mode):
     src = _prog("return torch.outer(n, n + 1), torch.outer(x, n)",
                 "return [torch.randn(3), torch.randint(-4, 4, (3,))]", args="x, n")

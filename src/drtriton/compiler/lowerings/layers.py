@@ -262,18 +262,39 @@ def _linear(L, x, weight, bias=None):
     return linear(L, x, weight, bias)
 
 
-@fn(torch.addmm)
-def _addmm(L, bias, a, b, *, beta=1, alpha=1):
-    y = matmul(L, a, b)
+def _scaled_sum(y: ir.Expr, bias: ir.Expr, beta, alpha) -> ir.Expr:
+    """``beta * bias + alpha * y``; with ``beta`` 0 the bias is ignored, NaN and Inf in it too
+    (PyTorch's rule)."""
     if alpha != 1:
         y = ir.op("mul", y, ir.const(float(alpha)))
-    bias = L.t(bias)
+    if beta == 0:
+        return ir.broadcast_to(y, ir.broadcast_shapes(y.shape, bias.shape))
     if beta != 1:
         bias = ir.op("mul", bias, ir.const(float(beta)))
     return ir.op("add", y, bias)
 
 
+@fn(torch.addmm)
+@method("addmm")
+def _addmm(L, bias, a, b, *, beta=1, alpha=1):
+    return _scaled_sum(matmul(L, a, b), L.t(bias), beta, alpha)
+
+
 fn(torch.baddbmm)(_addmm)
+method("baddbmm")(_addmm)
+fn(torch.addmv)(_addmm)  # matmul of a matrix and a vector is torch.mv's
+method("addmv")(_addmm)
+
+
+@fn(torch.addr)
+@method("addr")
+def _addr(L, bias, v1, v2, *, beta=1, alpha=1):
+    """``beta * bias + alpha * outer(v1, v2)``."""
+    v1, v2 = L.t(v1), L.t(v2)
+    if len(v1.shape) != 1 or len(v2.shape) != 1:
+        raise Unsupported(f"addr of shapes {v1.shape} and {v2.shape} (vectors only)")
+    outer = ir.op("mul", ir.reshape(v1, (v1.shape[0], 1)), ir.reshape(v2, (1, v2.shape[0])))
+    return _scaled_sum(outer, L.t(bias), beta, alpha)
 
 
 @fn(torch.addbmm)
