@@ -233,3 +233,26 @@ def get_init_inputs():
 
 def test_likelihood_losses():
     check(LIKELIHOODS, atol=1e-5, rtol=1e-5)
+
+
+@pytest.mark.parametrize("capture", ["fx", "export"])
+def test_multilabel_margin_loss_ignores_the_labels_after_the_first_minus_one(capture):
+    """As eager computes it; PyTorch's ATen decomposition, which export used, counted the labels
+    after the -1 too (judged incorrect, max abs err 1.88). Repeated labels count again."""
+    src = _prog("""
+return (F.multilabel_margin_loss(x, t), F.multilabel_margin_loss(x, t, reduction="none"),
+        F.multilabel_margin_loss(x[0], t[0], reduction="sum"))
+""", """
+t = torch.tensor([[3, 0, -1, 1, 2], [4, 4, 4, 2, 2], [-1, 2, 4, 3, -1], [2, 3, 1, 0, 4]])
+return [torch.randn(4, 5), t]
+""")
+    check(src, capture=capture)
+
+
+def test_products_of_floats_integers_and_bools():
+    src = _prog("""
+return (x.prod(1), torch.prod(x), torch.prod(x, 0, keepdim=True), t.prod(-1), torch.prod(t),
+        x.prod(dim=1, dtype=torch.float64), torch.prod(x[:, :3] > 0.7, 1), torch.signbit(-x * 0),
+        torch.signbit(t))
+""", "return [torch.rand(4, 300) + 0.5, torch.randint(-3, 4, (5, 7))]")
+    _strict(src)

@@ -560,4 +560,7 @@ ADAPTERS: dict[str, Callable[[dict], Call | None]] = {
     "binary_cross_entropy_with_logits": _as(F.binary_cross_entropy_with_logits),
     "hinge_embedding_loss": _as(F.hinge_embedding_loss),
     "triplet_margin_loss": _as(F.triplet_margin_loss),
+    # kept whole: PyTorch's decomposition also counts the labels after the first -1
+    "multilabel_margin_loss": _as(F.multilabel_margin_loss),
+    "multilabel_margin_loss_forward": _as(F.multilabel_margin_loss, first_only=True),
 }

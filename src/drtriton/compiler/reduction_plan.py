@@ -92,9 +92,9 @@ class Reductions:
             # the float32 accumulators; the node's int64 dtype is restored by the caller
             x, dtype = ir.cast(x, torch.float32), torch.float32
         integer = not ir.is_float(x.dtype)
-        if integer and kind in ("sum", "amax", "amin"):
+        if integer and kind in ("sum", "prod", "amax", "amin"):
             # exact in int64 accumulators, as PyTorch sums integers (the result is int64)
-            dtype = torch.int64 if kind == "sum" else x.dtype
+            dtype = torch.int64 if kind in ("sum", "prod") else x.dtype
         elif integer and kind == "logsumexp":
             raise Unsupported(f"{kind} of {x.dtype}")
         x = self._unfold_normalised(x)

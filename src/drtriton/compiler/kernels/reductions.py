@@ -188,6 +188,18 @@ def _var(r: _Rows) -> str:
     return r.w.tmp(f"{acc2} / {n}" if n > 0 else f'{acc2} * float("nan")', "r")
 
 
+def _prod(r: _Rows) -> str:
+    """Each row's product: chunk products (a tree, as PyTorch's kernels multiply) times the
+    running one; integers exactly in int64 (wrapping as PyTorch's do)."""
+    one, dtype = ("1", "tl.int64") if r.integer else ("1.0", FDT)
+    r.w.helpers.add("_mul_combine")
+    acc = r.w.tmp(f"tl.full([BM], {one}, {dtype})", "acc")
+    with r.w.block(r.loop):
+        v, _ = r.chunk()
+        r.w.line(f"{acc} = {acc} * tl.reduce(tl.where(mask, {v}, {one}), 1, _mul_combine)")
+    return acc
+
+
 def _extreme(fn: str) -> Reducer:
     """amax (``fn`` "max") or amin: one pass keeping each row's running extreme."""
     fill = _EXTREMES[fn][0]
@@ -267,7 +279,7 @@ def _normalize(r: _Rows) -> Callable[[str], str]:
 
 
 REDUCERS: dict[str, Reducer] = {
-    "sum": _sum, "mean": _mean, "norm2": _norm2, "var": _var,
+    "sum": _sum, "mean": _mean, "norm2": _norm2, "var": _var, "prod": _prod,
     "amax": _extreme("max"), "amin": _extreme("min"),
     "argmax": _arg_extreme("max"), "argmin": _arg_extreme("min"), "logsumexp": _logsumexp,
 }

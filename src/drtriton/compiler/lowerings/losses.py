@@ -499,6 +499,38 @@ def _multilabel_soft_margin_loss(L: Lowering, input, target, weight=None, size_a
     return _reduce_loss(L, per_sample, _reduction_arg(size_average, reduce, reduction))
 
 
+@fn(F.multilabel_margin_loss)
+def _multilabel_margin_loss(L: Lowering, input, target, size_average=None, reduce=None,
+                            reduction: str = "mean") -> ir.Expr:
+    """Per sample, ``sum_j sum_k max(0, 1 - (x[y_j] - x[k])) / C`` over the targets ``y_j``
+    before the first -1 (repeats count again) and the classes ``k`` that are not targets, as
+    eager PyTorch computes it (its ATen decomposition also counts the labels after the -1)."""
+    x, y = _f(L.t(input)), L.t(target)
+    if len(x.shape) not in (1, 2) or y.shape != x.shape:
+        raise Unsupported(f"multilabel margin loss of {x.shape} and {y.shape}")
+    if len(x.shape) == 1:
+        x, y = ir.reshape(x, (1,) + x.shape), ir.reshape(y, (1,) + y.shape)
+    n, c = x.shape
+    ended = L.scan("cumsum", ir.cast(ir.op("eq", y, ir.const(-1)), torch.int64), 1)
+    valid = ir.op("eq", ended, ir.const(0), dtype=torch.bool)  # [n, j]
+    label = ir.op("where", valid, y, ir.const(0), dtype=torch.int64)
+    picked = take(L, x, 1, label)  # x[y_j], [n, j]
+    k = ir.broadcast_to(ir.reshape(ir.arange(c, 0, 1, torch.int64), (1, 1, c)), (n, c, c))
+    hits = ir.op("and", ir.reshape(valid, (n, c, 1)),
+                 ir.op("eq", ir.reshape(label, (n, c, 1)), k), dtype=torch.bool)
+    is_target = ir.op("gt", L.reduce("amax", ir.cast(hits, torch.float32), 1, True),
+                      ir.const(0.0), dtype=torch.bool)  # [n, 1, k]
+    margin = _clamp_min0(ir.op("add", ir.op("sub", ir.const(1.0), ir.reshape(picked, (n, c, 1))),
+                                ir.reshape(x, (n, 1, c))))
+    keep = ir.op("and", ir.reshape(valid, (n, c, 1)), ir.op("not", is_target, dtype=torch.bool),
+                 dtype=torch.bool)
+    terms = ir.op("where", keep, margin, ir.const(0.0), dtype=margin.dtype)
+    loss = ir.op("div", L.reduce("sum", terms, (1, 2)), ir.const(float(c)))
+    if len(L.t(input).shape) == 1:
+        loss = ir.reshape(loss, ())
+    return _reduce_loss(L, loss, _reduction_arg(size_average, reduce, reduction))
+
+
 @fn(F.poisson_nll_loss)
 def _poisson_nll_loss(L: Lowering, input, target, log_input=True, full=False, size_average=None,
                       eps=1e-8, reduce=None, reduction: str = "mean") -> ir.Expr:

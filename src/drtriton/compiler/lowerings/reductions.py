@@ -35,6 +35,15 @@ fn(torch.sum)(_reduction("sum"))
 method("sum")(_reduction("sum"))
 fn(torch.mean)(_reduction("mean"))
 method("mean")(_reduction("mean"))
+@fn(torch.prod)
+@method("prod")
+def _prod(L, x, dim=None, keepdim=False, *, dtype=None):
+    """The product over one dim, or over all (``keepdim`` only with a dim, as PyTorch)."""
+    if isinstance(dim, torch.dtype):  # torch.prod(x, torch.float64)
+        dim, dtype = None, dim
+    return L.reduce("prod", _as_dtype(L, x, dtype), dim, keepdim and dim is not None)
+
+
 fn(torch.amax)(_reduction("amax"))
 method("amax")(_reduction("amax"))
 fn(torch.amin)(_reduction("amin"))

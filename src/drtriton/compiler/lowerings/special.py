@@ -265,3 +265,13 @@ fn(torch.fmax)(_nan_ignoring("maximum"))
 method("fmax")(_nan_ignoring("maximum"))
 fn(torch.fmin)(_nan_ignoring("minimum"))
 method("fmin")(_nan_ignoring("minimum"))
+
+
+@fn(torch.signbit)
+@method("signbit")
+def _signbit(L, x):
+    """Whether the sign bit is set: a negative zero counts (NaN's sign is not read)."""
+    x = L.t(x)
+    if not ir.is_float(x.dtype):
+        return ir.op("lt", x, ir.const(0), dtype=torch.bool)
+    return negative(x)
