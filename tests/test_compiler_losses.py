@@ -256,3 +256,14 @@ return (x.prod(1), torch.prod(x), torch.prod(x, 0, keepdim=True), t.prod(-1), to
         torch.signbit(t))
 """, "return [torch.rand(4, 300) + 0.5, torch.randint(-3, 4, (5, 7))]")
     _strict(src)
+
+
+def test_a_loss_module_made_in_forward_and_cummax_indices_sliced():
+    """``nn.TripletMarginWithDistanceLoss()(a, p, n)`` folded a constant on the meta device,
+    which the check for random constants compared (a crash); ``i[:, :2]`` of cummax's indices
+    sliced a result not lowered yet."""
+    src = _prog("""
+values, indices = torch.cummax(x, 1)
+return nn.TripletMarginWithDistanceLoss()(x, t, x.flip(0)), indices[:, :2], values
+""", "return [torch.randn(6, 8), torch.randn(6, 8)]")
+    check(src)

@@ -221,6 +221,8 @@ class Lowering(Reductions):
         if node.target is not operator.getitem:  # a deferred result used: lowered now
             args = tuple(_forced(a) for a in args)
             kwargs = {k: _forced(v) for k, v in kwargs.items()}
+        elif args and isinstance(args[0], Deferred):  # indexed itself, not taken from a tuple
+            args = (args[0].force(), *args[1:])
         for v in _flat(args, kwargs):
             if isinstance(v, Missing):
                 raise Unsupported(f"uses {v.what}")
@@ -401,6 +403,9 @@ class Lowering(Reductions):
         if t.is_complex():
             return Complex(self._traced_constant(f"{target}_re", t.real),
                            self._traced_constant(f"{target}_im", t.imag))
+        if t.is_meta:  # traced with shapes alone: its values were never computed
+            raise Unsupported(f"tensor constant {target} made in forward from the inputs' "
+                              "shapes alone")
         shape, values = tuple(t.shape), t.detach().flatten().tolist()
         if not values:
             raise Unsupported(f"empty tensor constant {target}")
