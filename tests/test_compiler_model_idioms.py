@@ -16,8 +16,9 @@ import re
 os.environ.setdefault("TRITON_INTERPRET", "1")
 
 import pytest  # noqa: E402
+import torch  # noqa: E402
 
-from compiler_cases.harness import HEAD, check, program  # noqa: E402
+from compiler_cases.harness import HEAD, check, program, run_pair  # noqa: E402
 from drtriton.compiler import CompilerConfig, UnsupportedOperatorError, compile_program  # noqa: E402
 
 MODES = pytest.mark.parametrize("mode", ["strict", "hybrid"])
@@ -447,6 +448,20 @@ return x * cos + torch.cat((-x2, x1), dim=-1) * sin, torch.ger(t, t), t.outer(se
         "inv_freq = 1.0 / (10000.0 ** (torch.arange(0, 8, 2, dtype=torch.int64).float() / 8))\n"
         "self.register_buffer('inv_freq', inv_freq, persistent=False)")
     _check(src, mode)
+
+
+@MODES
+def test_float64_rows_are_reduced_and_scanned_in_float64(mode):
+    """The variance of values near 1e7 lost every digit in float32 accumulators."""
+    src = _prog("""
+return (torch.var(x, dim=-1), x.sum(1), x.mean(0), torch.softmax(x - 1e7, -1), x.cumsum(1),
+        x.std(1), torch.logsumexp(x - 1e7, 1), x.amax(1), x.argmax(1), (x / 1e7).prod(1))
+""", "return [torch.randn(4, 64, dtype=torch.float64) + 1e7]")
+    candidate = compile_program(src, CompilerConfig(mode=mode, device="cpu"))
+    want, got = run_pair(src, candidate)
+    for w, g in zip(want, got, strict=True):
+        assert w.dtype == g.dtype
+        torch.testing.assert_close(g, w, atol=1e-6, rtol=1e-12)
 
 
 @MODES

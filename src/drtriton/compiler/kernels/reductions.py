@@ -19,7 +19,7 @@ from drtriton.compiler.kernels.writer import (
 
 COLUMN_BR = 64  # reduced elements per loop step of a column reduction (GPU)
 
-FDT = "tl.float32"  # rows are reduced and normalised in fp32
+FDT = "tl.float32"  # rows are reduced and normalised in fp32 (float64 rows in float64)
 
 
 def innermost_dim(shape: ir.Shape) -> int:
@@ -103,11 +103,16 @@ class _Rows:
         for d, i in zip(self.dims, ridx, strict=True):
             idx[d] = i
         v = w.ev(x, idx, "mask")
-        if ir.is_float(x.dtype) and x.dtype != torch.float32:
+        if ir.is_float(x.dtype) and x.dtype not in (torch.float32, torch.float64):
             v = w.tmp(f"{v}.to({FDT})", "v")
         # broadcast to the full tile: a value constant along the row still counts R times
-        tile = TL_DTYPES[torch.float32] if ir.is_float(x.dtype) else "tl.int64"
+        tile = self.fdt if ir.is_float(x.dtype) else "tl.int64"
         return w.tmp(f"{v} + tl.zeros([BM, {self.BR}], {tile})", "x"), idx
+
+    @property
+    def fdt(self) -> str:
+        """The float type rows are reduced in: float64 for float64 rows, else float32."""
+        return TL_DTYPES[torch.float64] if self.x.dtype == torch.float64 else FDT
 
     @property
     def integer(self) -> bool:
@@ -120,7 +125,7 @@ class _Rows:
             acc = self.w.tmp("tl.zeros([BM], tl.int64)", "acc")
             zero = "0"
         else:
-            acc = self.w.tmp(f"tl.zeros([BM], {FDT}) + 0.0", "acc")
+            acc = self.w.tmp(f"tl.zeros([BM], {self.fdt}) + 0.0", "acc")
             zero = "0.0"
         with self.w.block(self.loop):
             v, _ = self.chunk()
@@ -167,10 +172,10 @@ def _moments(r: _Rows) -> tuple[str, str]:
     if r.single:
         return _squared_deviations(r)
     w = r.w
-    n, mean, m2 = (w.tmp(f"tl.zeros([BM], {FDT})", name) for name in ("n", "mean", "m2"))
+    n, mean, m2 = (w.tmp(f"tl.zeros([BM], {r.fdt})", name) for name in ("n", "mean", "m2"))
     with w.block(r.loop):
         v, _ = r.chunk()
-        count = w.tmp(f"tl.sum(mask.to({FDT}), 1)", "cn")
+        count = w.tmp(f"tl.sum(mask.to({r.fdt}), 1)", "cn")
         cmean = w.tmp(f"tl.sum(tl.where(mask, {v}, 0.0), 1) / tl.maximum({count}, 1.0)", "cm")
         dev = w.tmp(f"tl.where(mask, {v} - {cmean}[:, None], 0.0)", "cd")
         total = w.tmp(f"{n} + {count}", "nt")
@@ -191,7 +196,7 @@ def _var(r: _Rows) -> str:
 def _prod(r: _Rows) -> str:
     """Each row's product: chunk products (a tree, as PyTorch's kernels multiply) times the
     running one; integers exactly in int64 (wrapping as PyTorch's do)."""
-    one, dtype = ("1", "tl.int64") if r.integer else ("1.0", FDT)
+    one, dtype = ("1", "tl.int64") if r.integer else ("1.0", r.fdt)
     r.w.helpers.add("_mul_combine")
     acc = r.w.tmp(f"tl.full([BM], {one}, {dtype})", "acc")
     with r.w.block(r.loop):
@@ -205,7 +210,7 @@ def _extreme(fn: str) -> Reducer:
     fill = _EXTREMES[fn][0]
 
     def emit(r: _Rows) -> str:
-        tile_fill, dtype = (_INT_EXTREMES[fn], "tl.int64") if r.integer else (fill, FDT)
+        tile_fill, dtype = (_INT_EXTREMES[fn], "tl.int64") if r.integer else (fill, r.fdt)
         acc = r.w.tmp(f"tl.full([BM], {tile_fill}, {dtype})", "acc")
         with r.w.block(r.loop):
             v, _ = r.chunk()
@@ -221,7 +226,7 @@ def _arg_extreme(fn: str) -> Reducer:
 
     def emit(r: _Rows) -> str:
         w = r.w
-        best = w.tmp(f"tl.full([BM], {fill}, {FDT})", "best")
+        best = w.tmp(f"tl.full([BM], {fill}, {r.fdt})", "best")
         bidx = w.tmp("tl.zeros([BM], tl.int64)", "bidx")
         with w.block(r.loop):
             v, _ = r.chunk()
@@ -241,8 +246,8 @@ def _arg_extreme(fn: str) -> Reducer:
 def _softmax_stats(r: _Rows) -> tuple[str, str]:
     """One online pass: each row's maximum and its sum of exponentials relative to it."""
     w, ninf = r.w, '-float("inf")'
-    mx = w.tmp(f"tl.full([BM], {ninf}, {FDT})", "mx")
-    den = w.tmp(f"tl.zeros([BM], {FDT})", "den")
+    mx = w.tmp(f"tl.full([BM], {ninf}, {r.fdt})", "mx")
+    den = w.tmp(f"tl.zeros([BM], {r.fdt})", "den")
     with w.block(r.loop):
         v, _ = r.chunk()
         vm = w.tmp(f"tl.where(mask, {v}, {ninf})", "x")
@@ -373,7 +378,9 @@ def scan(w: Writer, kind: str, x: ir.Expr, dim: int, out: str) -> Kernel:
     kidx = w.delinearize("rm", kshape)
     fill = {"cumsum": "0.0", "cumprod": "1.0", "cummax": '-float("inf")',
             "cummin": 'float("inf")', "logcumsumexp": '-float("inf")'}[kind]
-    acc_dt = "tl.float32" if ir.is_float(x.dtype) else "tl.int64"  # integers: exact in int64
+    # integers exactly in int64, float64 in float64, other floats in float32
+    acc_dt = "tl.int64" if not ir.is_float(x.dtype) else (
+        "tl.float64" if x.dtype == torch.float64 else "tl.float32")
     if acc_dt == "tl.int64":
         fill = {"cumsum": "0", "cumprod": "1"}[kind]
     carry = w.tmp(f"tl.full([BM], {fill}, {acc_dt})", "carry")
