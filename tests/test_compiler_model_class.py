@@ -338,3 +338,74 @@ def get_init_inputs():
     return []
 '''
     check(src)
+
+
+BASES = '''
+from functools import partial
+
+import torch
+import torch.nn as nn
+
+CFG = {"tiny": {"dim": 4, "widths": [w * 2 for w in (1, 2)]}}
+NORM = partial(nn.LayerNorm, eps=1e-3)
+SCALES = tuple(range(1, 3))
+
+
+class ConvBlock(nn.Module):
+    def __init__(self, cin, cout):
+        super().__init__()
+        self.fc = nn.Linear(cin, cout)
+        self.norm = NORM(cout)
+
+
+class Model(ConvBlock):
+    def __init__(self, c):
+        super().__init__(CFG["tiny"]["dim"], CFG["tiny"]["widths"][-1] * c)
+
+    def forward(self, x):
+        return self.norm(self.fc(x)) * SCALES[-1]
+
+
+def get_inputs():
+    return [torch.randn(2, 4)]
+
+
+def get_init_inputs():
+    return [1]
+'''
+
+SEQUENTIAL = '''
+import torch
+import torch.nn as nn
+
+
+class Model(nn.Sequential):
+    def __init__(self, width):
+        super().__init__(nn.Linear(4, width), nn.ReLU(), nn.Linear(width, 3))
+
+
+class Stack(nn.Sequential):
+    pass
+
+
+def get_inputs():
+    return [torch.randn(2, 4)]
+
+
+def get_init_inputs():
+    return [8]
+'''
+
+
+@pytest.mark.parametrize("source", [BASES, SEQUENTIAL, SEQUENTIAL.replace(
+    "class Model(nn.Sequential):\n    def __init__(self, width):\n        super().__init__(",
+    "class Model(nn.Sequential):\n    pass\n\n\nclass Unused:\n    def f(self, width):\n"
+    "        return (").replace("get_init_inputs():\n    return [8]",
+                              "get_init_inputs():\n    return [nn.Linear(4, 3), nn.ReLU()]")],
+    ids=["user_base_and_module_level_values", "sequential", "sequential_without_init"])
+def test_model_subclassing_another_class_and_module_level_values(source):
+    """``class Model(ConvBlock)`` and ``class Model(nn.Sequential)``: ModelNew subclasses the
+    same bases (it subclassed nn.Module: its constructor got arguments it did not take), and
+    a constructor reads a dict, a comprehension and a ``partial`` made at module level (they
+    were not copied: a NameError in ModelNew's constructor)."""
+    check(source)

@@ -42,6 +42,7 @@ from drtriton.compiler.capture import (
     extract_init,
     meta_inputs,
     mode_dependent,
+    model_bases,
     node_line,
     refusing_packed_sequences,
     specialised_positions,
@@ -82,7 +83,8 @@ def capture_exported(source: str) -> Captured:
     names = [n.target for n in gm.graph.nodes if n.op == "placeholder"]
     return Captured(gm, model, source.splitlines(), init_src, preamble, names, inputs,
                     model.training, mode_dependent(model, source),
-                    _left_defaults(model, len(inputs)), specialised_positions(model, inputs))
+                    _left_defaults(model, len(inputs)), specialised_positions(model, inputs),
+                    model_bases(source))
 
 
 @contextlib.contextmanager

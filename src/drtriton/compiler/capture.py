@@ -60,6 +60,7 @@ class Captured:
     # every Python scalar the trace was specialised to (given by get_inputs or a default left
     # out), by position: ModelNew's forward refuses other values
     specialised: dict[int, object] = field(default_factory=dict)
+    bases: str = "torch.nn.Module"  # ModelNew's, as Model's (``model_bases``)
 
 
 def node_line(node: fx.Node, lines: list[str]) -> tuple[int, str]:
@@ -142,7 +143,7 @@ def capture(source: str, lowered: frozenset[type] | None = None) -> Captured:
     return Captured(gm, model, source.splitlines(), init_src, preamble, names, inputs,
                     model.training, mode_dependent(model, source),
                     _left_defaults(model, None if inputs is None else len(inputs)),
-                    specialised_positions(model, inputs))
+                    specialised_positions(model, inputs), model_bases(source))
 
 
 def mode_dependent(model: torch.nn.Module, source: str) -> bool:
@@ -517,7 +518,26 @@ LIBRARY_MODULES = frozenset({"numpy", "einops"})
 PURE_MODULES = frozenset({"math", "dataclasses", "typing", "functools", "collections", "enum",
                           "itertools", "operator"})
 _PLAIN_NODES = (ast.Constant, ast.Name, ast.Load, ast.Tuple, ast.List, ast.BinOp, ast.UnaryOp,
-                ast.operator, ast.unaryop, ast.Attribute)
+                ast.operator, ast.unaryop, ast.Attribute,
+                # containers, comprehensions and calls (of builtins, helpers the program
+                # defines, torch or pure modules: other roots are not plain)
+                ast.Dict, ast.Set, ast.Subscript, ast.Slice, ast.Compare, ast.cmpop,
+                ast.BoolOp, ast.boolop, ast.IfExp, ast.Starred, ast.Call, ast.keyword,
+                ast.ListComp, ast.SetComp, ast.DictComp, ast.GeneratorExp, ast.comprehension,
+                ast.Store)
+BUILTINS = frozenset({"range", "len", "int", "float", "bool", "str", "dict", "list", "tuple",
+                      "set", "zip", "enumerate", "min", "max", "sum", "sorted", "reversed",
+                      "round", "abs", "pow", "divmod", "map", "any", "all", "isinstance",
+                      "True", "False", "None"})
+
+
+def _free_names(value: ast.expr) -> set[str]:
+    """The names ``value`` reads from outside itself (not its comprehensions' variables, not
+    builtins)."""
+    names = {n.id for n in ast.walk(value) if isinstance(n, ast.Name)}
+    bound = {n.id for n in ast.walk(value)
+             if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store)}
+    return names - bound - BUILTINS
 
 
 def _drop_unresolved(defs: dict[str, ast.stmt], aliases: dict[str, str]) -> None:
@@ -530,16 +550,16 @@ def _drop_unresolved(defs: dict[str, ast.stmt], aliases: dict[str, str]) -> None
         for name, stmt in list(defs.items()):
             if not isinstance(stmt, ast.Assign):
                 continue
-            names = {n.id for n in ast.walk(stmt.value) if isinstance(n, ast.Name)}
-            if not names <= set(defs) | set(aliases):
+            if not _free_names(stmt.value) <= set(defs) | set(aliases):
                 del defs[name]
                 changed = True
 
 
 def _plain_value(node: ast.expr, aliases: dict[str, str]) -> bool:
-    """A module-level value a constructor may read, evaluated without calling anything:
-    literals, other names, arithmetic, and attributes of torch or a pure module
-    (``DTYPE = torch.bfloat16``, ``HIDDEN = 4 * DIM``)."""
+    """A module-level value a constructor may read: literals, other names, arithmetic,
+    containers and comprehensions, attributes of torch or a pure module, and calls of those,
+    of builtins or of the program's own helpers (``DTYPE = torch.bfloat16``, ``HIDDEN = 4 *
+    DIM``, ``CFG = {"tiny": {"dim": 4}}``, ``NORM = partial(nn.LayerNorm, eps=1e-3)``)."""
     for sub in ast.walk(node):
         if not isinstance(sub, _PLAIN_NODES):
             return False
@@ -566,8 +586,10 @@ def extract_init(source: str) -> tuple[str, str]:
     model = next(s for s in tree.body if isinstance(s, ast.ClassDef) and s.name == "Model")
     init = next((s for s in model.body if isinstance(s, ast.FunctionDef) and s.name == "__init__"),
                 None)
-    if init is None:
-        init = parse_python("def __init__(self):\n    super().__init__()").body[0]
+    if init is None:  # a base's constructor, with whatever arguments get_init_inputs gives
+        init = parse_python("def __init__(self):\n    super().__init__()" if _module_base(
+            model, aliases) else "def __init__(self, *args, **kwargs):\n"
+            "    super().__init__(*args, **kwargs)").body[0]
     fixer = _TorchNames(aliases)
     # module-level definitions the constructor may use: literal constants, helper classes and
     # helper functions (e.g. torchvision's make_divisible)
@@ -603,7 +625,7 @@ def extract_init(source: str) -> tuple[str, str]:
                     visit(defs[sub.id])
 
     body = _class_body(model, init)  # what ModelNew's constructor reads of the class
-    for stmt in body:
+    for stmt in [*model.bases, *body]:
         visit(stmt)
     order = [s for s in tree.body if any(defs.get(n) is s for n in needed)]
     # _TorchNames spells every imported name in full (``dataclass`` as ``dataclasses.dataclass``)
@@ -612,6 +634,24 @@ def extract_init(source: str) -> tuple[str, str]:
                        + [ast.unparse(fixer.visit(s)) for s in order])
     text = "\n\n".join(ast.unparse(fixer.visit(stmt)) for stmt in body)
     return "\n".join("    " + ln if ln else ln for ln in text.splitlines()), pre
+
+
+def _module_base(model: ast.ClassDef, aliases: dict[str, str]) -> bool:
+    """Whether ``Model``'s one base is ``torch.nn.Module`` (however it is spelt)."""
+    if len(model.bases) != 1:
+        return False
+    return ast.unparse(_TorchNames(aliases).visit(model.bases[0])) == "torch.nn.Module"
+
+
+def model_bases(source: str) -> str:
+    """``Model``'s bases as ``ModelNew``'s (``torch.nn.Sequential``, a helper class of the
+    program, which ``extract_init`` copies): its constructor is ``Model``'s, calling theirs."""
+    tree = parse_python(source)
+    aliases = _aliases(tree)
+    model = next(s for s in tree.body if isinstance(s, ast.ClassDef) and s.name == "Model")
+    if not model.bases:
+        return "torch.nn.Module"
+    return ", ".join(ast.unparse(_TorchNames(aliases).visit(b)) for b in model.bases)
 
 
 def _home(target: str) -> str:

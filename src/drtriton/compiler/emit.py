@@ -38,7 +38,7 @@ def emit(cap: Captured, prog: Program, config: CompilerConfig) -> str:
     dev = f"{first}.device" if first else "next(self.parameters()).device"
     body = [*_mode_guard(cap), *_scalar_guard(cap, prog), f"dev = {dev}", *prog.body]
     model = [
-        "class ModelNew(torch.nn.Module):",
+        f"class ModelNew({cap.bases}):",
         cap.init_src.rstrip("\n"),
         *("        " + line for line in prog.init_lines),
         "",
