@@ -131,3 +131,17 @@ def get_init_inputs():
     module = load_program(source, "scripted")
     x = torch.randn(4)
     assert torch.equal(module.Model()(x), x * 2)
+
+
+def test_an_output_that_is_not_a_flat_tuple_of_tensors_is_named():
+    import pytest
+    import torch
+
+    from drtriton.program import ProgramError, as_output_tuple
+
+    x = torch.ones(2)
+    assert as_output_tuple((x, x)) == (x, x)
+    with pytest.raises(ProgramError, match="output 0 is a tuple"):
+        as_output_tuple(((x, x), x))
+    with pytest.raises(ProgramError, match="got a dict"):
+        as_output_tuple({"a": x})

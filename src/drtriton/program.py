@@ -94,7 +94,13 @@ def as_output_tuple(output: object) -> tuple[torch.Tensor, ...]:
         return (output,)
     if isinstance(output, Sequence) and all(isinstance(t, torch.Tensor) for t in output):
         return tuple(output)
-    raise ProgramError(f"forward() must return a tensor or a tuple of tensors, got {type(output)}")
+    if isinstance(output, Sequence):
+        i, bad = next((i, t) for i, t in enumerate(output) if not isinstance(t, torch.Tensor))
+        raise ProgramError(f"forward() must return a tensor or a flat tuple of tensors: its "
+                           f"output {i} is a {type(bad).__name__} (return its tensors in one "
+                           "tuple)")
+    raise ProgramError(f"forward() must return a tensor or a flat tuple of tensors, got a "
+                       f"{type(output).__name__}")
 
 
 def make_inputs(module: types.ModuleType, seed: int, device: torch.device | str) -> list:
