@@ -89,3 +89,16 @@ def test_hyperbolic_and_inverse_trigonometric_functions_with_their_edges():
     """Values (signed zeros of atan2 and copysign, infinities, NaN) as PyTorch's, and within
     float32 rounding of them: evaluated in float64 (atan by Cephes' polynomial and Newton)."""
     check(TRIGONOMETRY, atol=2e-7, rtol=1e-6)
+
+
+def test_a_refused_special_function_is_named_as_the_program_spells_it():
+    """``torch.special.i0`` (its function's ``__name__`` is ``special_i0``)."""
+    import pytest
+
+    from compiler_cases.harness import program
+    from drtriton.compiler import UnsupportedOperatorError
+
+    with pytest.raises(UnsupportedOperatorError) as err:
+        compile_program(program("return torch.special.i0(a)", [(4, 8)]),
+                        CompilerConfig(device="cpu", capture="fx"))
+    assert err.value.operator == "torch.special.i0"

@@ -126,6 +126,10 @@ def _label(node: fx.Node, gm: fx.GraphModule) -> str:
     name = getattr(t, "__name__", str(t))
     if mod.startswith("torch.nn.functional"):
         return f"F.{name}"
+    home = mod.rsplit(".", 1)[-1].lstrip("_")  # torch._C._special's special_i0: special.i0
+    if mod.startswith("torch") and home in ("special", "linalg", "fft") and name.startswith(
+            f"{home}_"):
+        return f"torch.{home}.{name[len(home) + 1:]}"
     if mod.startswith("torch") or mod == "" and hasattr(torch, name):
         return f"torch.{name}"
     return f"{mod.split('.')[-1] or 'builtin'}.{name}"
