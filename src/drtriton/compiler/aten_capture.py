@@ -42,7 +42,6 @@ from drtriton.compiler.capture import (
     extract_init,
     meta_inputs,
     mode_dependent,
-    model_bases,
     node_line,
     refusing_packed_sequences,
     specialised_positions,
@@ -79,12 +78,12 @@ def capture_exported(source: str) -> Captured:
             raise UnsupportedOperatorError(
                 "forward", 0, "", f"internal error in the export capture: "
                 f"{type(exc).__name__}: {exc}") from exc
-    init_src, preamble = extract_init(source)
+    init_src, preamble, bases = extract_init(source)
     names = [n.target for n in gm.graph.nodes if n.op == "placeholder"]
     return Captured(gm, model, source.splitlines(), init_src, preamble, names, inputs,
                     model.training, mode_dependent(model, source),
                     _left_defaults(model, len(inputs)), specialised_positions(model, inputs),
-                    model_bases(source))
+                    bases)
 
 
 @contextlib.contextmanager

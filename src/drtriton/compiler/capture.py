@@ -60,7 +60,7 @@ class Captured:
     # every Python scalar the trace was specialised to (given by get_inputs or a default left
     # out), by position: ModelNew's forward refuses other values
     specialised: dict[int, object] = field(default_factory=dict)
-    bases: str = "torch.nn.Module"  # ModelNew's, as Model's (``model_bases``)
+    bases: str = "torch.nn.Module"  # ModelNew's, as Model's (``extract_init``)
 
 
 def node_line(node: fx.Node, lines: list[str]) -> tuple[int, str]:
@@ -139,11 +139,11 @@ def capture(source: str, lowered: frozenset[type] | None = None) -> Captured:
             with torch.no_grad():
                 ShapeProp(gm).propagate(*inputs)
     names = [n.target for n in gm.graph.nodes if n.op == "placeholder"]
-    init_src, preamble = extract_init(source)
+    init_src, preamble, bases = extract_init(source)
     return Captured(gm, model, source.splitlines(), init_src, preamble, names, inputs,
                     model.training, mode_dependent(model, source),
                     _left_defaults(model, None if inputs is None else len(inputs)),
-                    specialised_positions(model, inputs), model_bases(source))
+                    specialised_positions(model, inputs), bases)
 
 
 def mode_dependent(model: torch.nn.Module, source: str) -> bool:
@@ -574,8 +574,10 @@ def _plain_value(node: ast.expr, aliases: dict[str, str]) -> bool:
 PROGRAM_FUNCTIONS = ("get_inputs", "get_init_inputs")
 
 
-def extract_init(source: str) -> tuple[str, str]:
-    """``Model.__init__`` rewritten for ``ModelNew``, plus the module-level names it needs."""
+def extract_init(source: str) -> tuple[str, str, str]:
+    """``Model.__init__`` rewritten for ``ModelNew``, the module-level names it needs, and
+    ``Model``'s bases as ``ModelNew``'s (``torch.nn.Sequential``, a helper class of the program,
+    copied with the rest): its constructor is ``Model``'s, calling theirs."""
     tree = parse_python(source)
     aliases = _aliases(tree)
     pure = {k for k, v in aliases.items()  # copied as imports
@@ -586,11 +588,13 @@ def extract_init(source: str) -> tuple[str, str]:
     model = next(s for s in tree.body if isinstance(s, ast.ClassDef) and s.name == "Model")
     init = next((s for s in model.body if isinstance(s, ast.FunctionDef) and s.name == "__init__"),
                 None)
-    if init is None:  # a base's constructor, with whatever arguments get_init_inputs gives
-        init = parse_python("def __init__(self):\n    super().__init__()" if _module_base(
-            model, aliases) else "def __init__(self, *args, **kwargs):\n"
-            "    super().__init__(*args, **kwargs)").body[0]
     fixer = _TorchNames(aliases)
+    bases = ", ".join(ast.unparse(fixer.visit(b)) for b in model.bases) or "torch.nn.Module"
+    if init is None:  # a base's constructor, with whatever arguments get_init_inputs gives
+        init = parse_python("def __init__(self):\n    super().__init__()"
+                            if bases == "torch.nn.Module" else
+                            "def __init__(self, *args, **kwargs):\n"
+                            "    super().__init__(*args, **kwargs)").body[0]
     # module-level definitions the constructor may use: literal constants, helper classes and
     # helper functions (e.g. torchvision's make_divisible)
     defs: dict[str, ast.stmt] = {}
@@ -633,25 +637,7 @@ def extract_init(source: str) -> tuple[str, str]:
     pre = "\n\n".join(["\n".join(heads)] * bool(heads)
                        + [ast.unparse(fixer.visit(s)) for s in order])
     text = "\n\n".join(ast.unparse(fixer.visit(stmt)) for stmt in body)
-    return "\n".join("    " + ln if ln else ln for ln in text.splitlines()), pre
-
-
-def _module_base(model: ast.ClassDef, aliases: dict[str, str]) -> bool:
-    """Whether ``Model``'s one base is ``torch.nn.Module`` (however it is spelt)."""
-    if len(model.bases) != 1:
-        return False
-    return ast.unparse(_TorchNames(aliases).visit(model.bases[0])) == "torch.nn.Module"
-
-
-def model_bases(source: str) -> str:
-    """``Model``'s bases as ``ModelNew``'s (``torch.nn.Sequential``, a helper class of the
-    program, which ``extract_init`` copies): its constructor is ``Model``'s, calling theirs."""
-    tree = parse_python(source)
-    aliases = _aliases(tree)
-    model = next(s for s in tree.body if isinstance(s, ast.ClassDef) and s.name == "Model")
-    if not model.bases:
-        return "torch.nn.Module"
-    return ", ".join(ast.unparse(_TorchNames(aliases).visit(b)) for b in model.bases)
+    return "\n".join("    " + ln if ln else ln for ln in text.splitlines()), pre, bases
 
 
 def _home(target: str) -> str:

@@ -85,7 +85,7 @@ def _constructor(source: str, module) -> Constructor | None:
     from drtriton.compiler.capture import extract_init
 
     try:
-        init, preamble = extract_init(source)
+        init, preamble, _ = extract_init(source)
     except Exception:  # the compiler's reason (e.g. UnsupportedOperatorError) does not matter here
         return None
     init_inputs = list(module.get_init_inputs())
