@@ -31,12 +31,16 @@ from drtriton.program import TORCH_STATE_LOCK, load_program, parse_python
 FILENAME = "drtriton-reference"
 
 
+def attribute_name(part: str) -> bool:
+    """Whether ``x.<part>`` is Python (an identifier, not a keyword such as ``in``)."""
+    return part.isidentifier() and not keyword.iskeyword(part)
+
+
 def _format_target(base: str, target: str) -> str:
     """fx's own, with keywords read by ``getattr`` too: fx wrote ``self.branches.in(x)`` for a
     ``ModuleDict`` key ``"in"``, code that does not compile, in both captures."""
     for part in target.split("."):
-        plain = part.isidentifier() and not keyword.iskeyword(part)
-        base = f"{base}.{part}" if plain else f"getattr({base}, {part!r})"
+        base = f"{base}.{part}" if attribute_name(part) else f"getattr({base}, {part!r})"
     return base
 
 
@@ -86,7 +90,7 @@ def refusing_packed_sequences(module, lines: list[str]) -> Iterator[None]:
     itself and the reference's line (traced, they fail deep inside, far from the cause). The
     functions are swapped in ``torch.nn.utils.rnn`` and in the reference's own globals."""
     rnn = torch.nn.utils.rnn
-    originals = {name: getattr(rnn, name) for name in PACKING}
+    originals = [getattr(rnn, name) for name in PACKING]
 
     def refusal(name: str):
         def refuse(*args, **kwargs):
@@ -100,12 +104,10 @@ def refusing_packed_sequences(module, lines: list[str]) -> Iterator[None]:
                                            "(pass the padded batch, masking the padding)")
         return refuse
 
-    swaps = [(vars(rnn), name) for name in PACKING] + [
-        (vars(module), key) for key, value in list(vars(module).items())
-        if any(value is f for f in originals.values())]
-    saved = [(space, key, space[key]) for space, key in swaps]
+    saved = [(space, key, value) for space in (vars(rnn), vars(module))
+             for key, value in list(space.items()) if any(value is f for f in originals)]
     for space, key, value in saved:
-        space[key] = refusal(next(n for n, f in originals.items() if f is value))
+        space[key] = refusal(value.__name__)
     try:
         yield
     finally:

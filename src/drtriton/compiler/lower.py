@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import dataclasses
 import itertools
-import keyword
 import math
 import operator
 import re
@@ -31,7 +30,7 @@ import torch.fx as fx
 import torch.nn.functional as F
 
 from drtriton.compiler import ir, kernels
-from drtriton.compiler.capture import AUGMENTED, Captured, node_line
+from drtriton.compiler.capture import AUGMENTED, Captured, attribute_name, node_line
 from drtriton.compiler.config import CompilerConfig, Unsupported, UnsupportedOperatorError
 from drtriton.compiler.reduction_plan import Reductions, RowReduction
 from drtriton.compiler.tune import Tuning
@@ -148,7 +147,7 @@ def _attribute_path(model: torch.nn.Module, target: str) -> str:
             parent = model.get_submodule(".".join(prefix))
         except AttributeError:
             parent = None
-        if part.isidentifier() and not keyword.iskeyword(part):
+        if attribute_name(part):
             path += f".{part}"
         elif part.isdigit() and isinstance(parent, torch.nn.Sequential | torch.nn.ModuleList):
             path += f"[{part}]"

@@ -22,6 +22,14 @@ COLUMN_BR = 64  # reduced elements per loop step of a column reduction (GPU)
 FDT = "tl.float32"  # rows are reduced and normalised in fp32 (float64 rows in float64)
 
 
+def accumulator(dtype: torch.dtype) -> str:
+    """The Triton type rows and scans of ``dtype`` accumulate in: int64 for integers and bools
+    (exact), float64 for float64, float32 for the other floats."""
+    if not ir.is_float(dtype):
+        return "tl.int64"
+    return TL_DTYPES[torch.float64] if dtype == torch.float64 else FDT
+
+
 def innermost_dim(shape: ir.Shape) -> int:
     """The innermost dim longer than 1 (the last dim if none is): neighbours in memory along it."""
     return max((d for d, n in enumerate(shape) if n > 1), default=len(shape) - 1)
@@ -106,13 +114,13 @@ class _Rows:
         if ir.is_float(x.dtype) and x.dtype not in (torch.float32, torch.float64):
             v = w.tmp(f"{v}.to({FDT})", "v")
         # broadcast to the full tile: a value constant along the row still counts R times
-        tile = self.fdt if ir.is_float(x.dtype) else "tl.int64"
+        tile = accumulator(x.dtype)
         return w.tmp(f"{v} + tl.zeros([BM, {self.BR}], {tile})", "x"), idx
 
     @property
     def fdt(self) -> str:
         """The float type rows are reduced in: float64 for float64 rows, else float32."""
-        return TL_DTYPES[torch.float64] if self.x.dtype == torch.float64 else FDT
+        return FDT if self.integer else accumulator(self.x.dtype)
 
     @property
     def integer(self) -> bool:
@@ -378,9 +386,7 @@ def scan(w: Writer, kind: str, x: ir.Expr, dim: int, out: str) -> Kernel:
     kidx = w.delinearize("rm", kshape)
     fill = {"cumsum": "0.0", "cumprod": "1.0", "cummax": '-float("inf")',
             "cummin": 'float("inf")', "logcumsumexp": '-float("inf")'}[kind]
-    # integers exactly in int64, float64 in float64, other floats in float32
-    acc_dt = "tl.int64" if not ir.is_float(x.dtype) else (
-        "tl.float64" if x.dtype == torch.float64 else "tl.float32")
+    acc_dt = accumulator(x.dtype)
     if acc_dt == "tl.int64":
         fill = {"cumsum": "0", "cumprod": "1"}[kind]
     carry = w.tmp(f"tl.full([BM], {fill}, {acc_dt})", "carry")
