@@ -506,9 +506,10 @@ def _multilabel_margin_loss(L: Lowering, input, target, size_average=None, reduc
     before the first -1 (repeats count again) and the classes ``k`` that are not targets, as
     eager PyTorch computes it (its ATen decomposition also counts the labels after the -1)."""
     x, y = _f(L.t(input)), L.t(target)
+    unbatched = len(x.shape) == 1
     if len(x.shape) not in (1, 2) or y.shape != x.shape:
         raise Unsupported(f"multilabel margin loss of {x.shape} and {y.shape}")
-    if len(x.shape) == 1:
+    if unbatched:
         x, y = ir.reshape(x, (1,) + x.shape), ir.reshape(y, (1,) + y.shape)
     n, c = x.shape
     ended = L.scan("cumsum", ir.cast(ir.op("eq", y, ir.const(-1)), torch.int64), 1)
@@ -526,7 +527,7 @@ def _multilabel_margin_loss(L: Lowering, input, target, size_average=None, reduc
                  dtype=torch.bool)
     terms = ir.op("where", keep, margin, ir.const(0.0), dtype=margin.dtype)
     loss = ir.op("div", L.reduce("sum", terms, (1, 2)), ir.const(float(c)))
-    if len(L.t(input).shape) == 1:
+    if unbatched:
         loss = ir.reshape(loss, ())
     return _reduce_loss(L, loss, _reduction_arg(size_average, reduce, reduction))
 

@@ -35,6 +35,8 @@ fn(torch.sum)(_reduction("sum"))
 method("sum")(_reduction("sum"))
 fn(torch.mean)(_reduction("mean"))
 method("mean")(_reduction("mean"))
+
+
 @fn(torch.prod)
 @method("prod")
 def _prod(L, x, dim=None, keepdim=False, *, dtype=None):
